@@ -1,0 +1,124 @@
+"""Compute templates: named, reusable resource profiles (after KubeRay's apiserver ``ComputeTemplate``).
+
+Define one once and use it on any Ray head/worker group or Training Operator role::
+
+    GPU_A100 = ComputeTemplate(name="a100", cpu=8, memory="64Gi", gpu=1,
+                               node_selector={"gpu": "a100"},
+                               tolerations=[{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}])
+
+Precedence (one rule everywhere, see ``resolve_requirements``): a pod template's container resources
+are the base, the compute template is laid over them (requests = limits = the template's amounts),
+and explicit ``requests`` / ``limits`` win over both, resource by resource. Node selectors merge
+(template keys win over the pod template's); tolerations are appended. Nothing is dropped.
+
+A request above its limit after merging is a ``ValueError`` naming the resource: nothing is clamped.
+
+>>> t = ComputeTemplate(name="small", cpu=2, memory="4Gi")
+>>> resolve_requirements("Worker", t, Resources(cpu="1"), None).requests
+{'cpu': '1', 'memory': '4Gi'}
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Optional, Union
+
+from flytekit import Resources
+
+from .fields import check_int, check_str, check_str_map
+from .k8sobjects import to_k8s_list
+from .resources import DEFAULT_GPU_RESOURCE_NAME, check_quantity, merge_quantities, parse_quantity, resources_to_k8s
+
+__all__ = ["ComputeTemplate", "Requirements", "resolve_requirements"]
+
+# A qualified Kubernetes resource name: optional DNS prefix, then a name segment.
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_STANDARD = {"cpu", "memory", "ephemeral-storage"}
+
+Quantity = Union[str, int, float]
+
+
+@dataclass(frozen=True)
+class ComputeTemplate:
+    """A named resource profile: cpu, memory, gpus of a given accelerator, extended resources,
+    tolerations and a node selector."""
+
+    name: str
+    cpu: Optional[Quantity] = None
+    memory: Optional[Quantity] = None
+    gpu: int = 0
+    gpu_resource_name: str = DEFAULT_GPU_RESOURCE_NAME
+    extended_resources: Mapping[str, Quantity] = field(default_factory=dict)
+    tolerations: Sequence[Any] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        check_str("ComputeTemplate.name", self.name)
+        where = f"ComputeTemplate({self.name!r})"
+        if self.cpu is not None:
+            set_(self, "cpu", check_quantity(f"{where}.cpu", self.cpu))
+        if self.memory is not None:
+            set_(self, "memory", check_quantity(f"{where}.memory", self.memory))
+        check_int(f"{where}.gpu", self.gpu)
+        check_str(f"{where}.gpu_resource_name", self.gpu_resource_name)
+        if not _RESOURCE_NAME.match(self.gpu_resource_name) or self.gpu_resource_name in _STANDARD:
+            raise ValueError(f"{where}.gpu_resource_name is not an accelerator resource name: {self.gpu_resource_name!r}")
+        if not isinstance(self.extended_resources, Mapping):
+            raise TypeError(f"{where}.extended_resources must be a dict, got {self.extended_resources!r}")
+        extended: dict[str, str] = {}
+        for key, value in self.extended_resources.items():
+            if not isinstance(key, str) or not _RESOURCE_NAME.match(key) or key in _STANDARD:
+                raise ValueError(f"{where}.extended_resources has an invalid resource name: {key!r}")
+            extended[key] = check_quantity(f"{where}.extended_resources[{key!r}]", value)
+        set_(self, "extended_resources", extended)
+        set_(self, "tolerations", tuple(to_k8s_list(f"{where}.tolerations", self.tolerations)))
+        set_(self, "node_selector", check_str_map(f"{where}.node_selector", self.node_selector))
+
+    def amounts(self) -> dict[str, str]:
+        """``{kubernetes resource name: quantity}`` this template asks for (as both request and limit)."""
+        out: dict[str, str] = {}
+        if self.cpu is not None:
+            out["cpu"] = str(self.cpu)
+        if self.memory is not None:
+            out["memory"] = str(self.memory)
+        if self.gpu:
+            out[self.gpu_resource_name] = str(self.gpu)
+        out.update(self.extended_resources)  # type: ignore[arg-type]
+        return out
+
+
+class Requirements(NamedTuple):
+    """Kubernetes container resources, ``{name: quantity}`` each."""
+
+    requests: dict[str, str]
+    limits: dict[str, str]
+
+
+def resolve_requirements(
+    field: str,
+    template: Optional[ComputeTemplate],
+    requests: Optional[Resources],
+    limits: Optional[Resources],
+    base: Optional[Requirements] = None,
+) -> Requirements:
+    """Apply the precedence rule: ``base`` (a pod template's container) < ``template`` < explicit
+    requests/limits, resource by resource. Explicit GPUs use the template's accelerator name.
+    ``field`` names the owner (``"Worker"``) in errors.
+    """
+    gpu_name = template.gpu_resource_name if template else DEFAULT_GPU_RESOURCE_NAME
+    from_template = template.amounts() if template else {}
+    explicit_requests = resources_to_k8s(requests, gpu_name)
+    explicit_limits = resources_to_k8s(limits, gpu_name)
+    base = base or Requirements({}, {})
+    merged = Requirements(
+        requests=merge_quantities(base.requests, from_template, explicit_requests),
+        limits=merge_quantities(base.limits, from_template, explicit_limits),
+    )
+    for name, request in merged.requests.items():
+        limit = merged.limits.get(name)
+        if limit is not None and parse_quantity(request) > parse_quantity(limit):
+            raise ValueError(f"{field}: the {name} request {request!r} is above its limit {limit!r}")
+    return merged

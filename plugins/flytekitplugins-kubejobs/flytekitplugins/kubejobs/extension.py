@@ -1,0 +1,157 @@
+"""The ``kubejobs`` extension key: settings the operators support but the flyteidl messages cannot carry.
+
+It sits next to the proto fields in a task's custom. Stock Flyte backends parse customs with unknown
+fields allowed and ignore it; this project's backend honours it. Its shape (version 1) is
+Kubernetes-wire-shaped so the backend copies values without translating them::
+
+    "kubejobs": {
+      "version": 1,
+      "replicaSpecs": {                      # keyed by the operator's role name
+        "Worker": {
+          "nodeSelector": {"pool": "spot"},
+          "tolerations": [{...}], "affinity": {...},
+          "env": [{"name": "A", "value": "1"}],
+          "volumes": [{...}], "volumeMounts": [{...}],
+          "gpuResourceName": "amd.com/gpu",  # the accelerator the IDL's GPU count means
+          "resources": {"requests": {"example.com/fpga": "1"}, "limits": {...}}  # names the IDL lacks
+        }
+      },
+      "runPolicy": {"suspend": true, "backoffLimit": 0,
+                    "schedulingPolicy": {"minAvailable": 3, "queue": "q", "priorityClass": "high"}}
+    }
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Optional, TypedDict
+
+from .policies import RunPolicy
+from .resources import DEFAULT_GPU_RESOURCE_NAME
+from .roles import ReplicaRole
+
+__all__ = [
+    "EXTENSION_KEY",
+    "EXTENSION_VERSION",
+    "RoleExtension",
+    "RunPolicyExtension",
+    "Extension",
+    "role_extension",
+    "run_policy_extension",
+    "build_extension",
+    "warn_extension_once",
+]
+
+EXTENSION_KEY = "kubejobs"
+EXTENSION_VERSION = 1
+
+# Resource names the IDL's Resources message carries (CPU, MEMORY, GPU, EPHEMERAL_STORAGE).
+IDL_RESOURCE_NAMES = frozenset({"cpu", "memory", "ephemeral-storage", DEFAULT_GPU_RESOURCE_NAME})
+
+
+class _ResourceMaps(TypedDict, total=False):
+    requests: dict[str, str]
+    limits: dict[str, str]
+
+
+class RoleExtension(TypedDict, total=False):
+    nodeSelector: dict[str, str]
+    tolerations: list[dict[str, Any]]
+    affinity: dict[str, Any]
+    env: list[dict[str, Any]]
+    volumes: list[dict[str, Any]]
+    volumeMounts: list[dict[str, Any]]
+    gpuResourceName: str
+    resources: _ResourceMaps
+
+
+class RunPolicyExtension(TypedDict, total=False):
+    suspend: bool
+    backoffLimit: int
+    schedulingPolicy: dict[str, Any]
+
+
+class Extension(TypedDict, total=False):
+    version: int
+    replicaSpecs: dict[str, RoleExtension]
+    runPolicy: RunPolicyExtension
+
+
+def role_extension(role: ReplicaRole) -> RoleExtension:
+    """What of ``role`` the IDL cannot carry; empty when the IDL carries all of it."""
+    ext: RoleExtension = {}
+    template = role.compute_template
+    node_selector = {**(template.node_selector if template else {}), **(role.node_selector or {})}
+    if node_selector:
+        ext["nodeSelector"] = node_selector
+    tolerations = [*(template.tolerations if template else ()), *(role.tolerations or ())]
+    if tolerations:
+        ext["tolerations"] = list(tolerations)
+    if role.affinity is not None:
+        ext["affinity"] = role.affinity
+    if role.env:
+        ext["env"] = list(role.env)
+    if role.volumes:
+        ext["volumes"] = list(role.volumes)
+    if role.volume_mounts:
+        ext["volumeMounts"] = list(role.volume_mounts)
+    gpu_name = template.gpu_resource_name if template else DEFAULT_GPU_RESOURCE_NAME
+    if gpu_name != DEFAULT_GPU_RESOURCE_NAME:
+        ext["gpuResourceName"] = gpu_name
+    requirements = role.requirements()
+    extra: _ResourceMaps = {}
+    for side in ("requests", "limits"):
+        others = {k: v for k, v in getattr(requirements, side).items() if k not in IDL_RESOURCE_NAMES and k != gpu_name}
+        if others:
+            extra[side] = others  # type: ignore[literal-required]
+    if extra:
+        ext["resources"] = extra
+    return ext
+
+
+def run_policy_extension(policy: Optional[RunPolicy]) -> RunPolicyExtension:
+    ext: RunPolicyExtension = {}
+    if policy is None:
+        return ext
+    if policy.suspend is not None:
+        ext["suspend"] = policy.suspend
+    if policy.backoff_limit == 0:  # proto3 drops a zero; 0 means "never retry" to the operator
+        ext["backoffLimit"] = 0
+    if policy.scheduling_policy is not None:
+        ext["schedulingPolicy"] = policy.scheduling_policy.to_k8s()
+    return ext
+
+
+def build_extension(roles: dict[str, ReplicaRole], run_policy: Optional[RunPolicy]) -> Optional[Extension]:
+    """The extension for a job with the given ``{operator role name: role}``; None when nothing needs it."""
+    replica_specs = {name: ext for name, role in roles.items() if (ext := role_extension(role))}
+    run_ext = run_policy_extension(run_policy)
+    if not replica_specs and not run_ext:
+        return None
+    out: Extension = {"version": EXTENSION_VERSION}
+    if replica_specs:
+        out["replicaSpecs"] = replica_specs
+    if run_ext:
+        out["runPolicy"] = run_ext
+    return out
+
+
+_warned: set[str] = set()
+
+
+def warn_extension_once(task_kind: str, extension: Extension) -> None:
+    """Warn once per process and job kind that some settings need this project's backend."""
+    if task_kind in _warned:
+        return
+    _warned.add(task_kind)
+    used = sorted(
+        {key for spec in extension.get("replicaSpecs", {}).values() for key in spec}
+        | {f"runPolicy.{key}" for key in extension.get("runPolicy", {})}
+    )
+    warnings.warn(
+        f"{task_kind}: {', '.join(used)} travel under the '{EXTENSION_KEY}' key of the task's custom. "
+        "They are honoured by the flytekitplugins-kubejobs backend (connector); stock Flyte backends "
+        "ignore them and run the job without these settings.",
+        UserWarning,
+        stacklevel=3,
+    )

@@ -1,0 +1,114 @@
+"""Restart, clean-pod and run policies shared by PyTorchJob, TFJob and MPIJob.
+
+One definition for all three job kinds (the official plugins keep three diverging copies).
+Enum values are the flyteidl enum numbers, so ``policy.value`` is what goes on the wire.
+
+>>> RunPolicy(clean_pod_policy="all", backoff_limit=3).clean_pod_policy
+<CleanPodPolicy.ALL: 2>
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Optional
+
+from .fields import check_optional_int, check_optional_str, coerce_enum
+
+__all__ = ["RestartPolicy", "CleanPodPolicy", "SchedulingPolicy", "RunPolicy"]
+
+
+class RestartPolicy(enum.Enum):
+    """What the operator does when a replica's pod exits (flyteidl ``RestartPolicy``)."""
+
+    NEVER = 0
+    FAILURE = 1  # the official plugins' name for the operator's OnFailure
+    ALWAYS = 2
+
+    @property
+    def k8s_name(self) -> str:
+        return _RESTART_K8S[self]
+
+    @classmethod
+    def coerce(cls, field: str, value: object) -> RestartPolicy:
+        # "on_failure" is the operator's spelling; accept it next to the official "FAILURE".
+        if isinstance(value, str) and value.strip().upper().replace("-", "_") in ("ON_FAILURE", "ONFAILURE"):
+            return cls.FAILURE
+        return coerce_enum(field, cls, value)
+
+
+_RESTART_K8S = {RestartPolicy.NEVER: "Never", RestartPolicy.FAILURE: "OnFailure", RestartPolicy.ALWAYS: "Always"}
+
+
+class CleanPodPolicy(enum.Enum):
+    """Which pods the operator deletes when the job finishes (flyteidl ``CleanPodPolicy``)."""
+
+    NONE = 0
+    RUNNING = 1
+    ALL = 2
+
+    @property
+    def k8s_name(self) -> str:
+        return self.name.capitalize()
+
+
+@dataclass(frozen=True)
+class SchedulingPolicy:
+    """Gang scheduling for Volcano or the scheduler-plugins coscheduler (``runPolicy.schedulingPolicy``).
+
+    Not in the IDL: carried under the ``kubejobs`` extension key, honoured by this project's backend.
+    """
+
+    min_available: Optional[int] = None
+    queue: Optional[str] = None
+    priority_class: Optional[str] = None
+    schedule_timeout_seconds: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        check_optional_int("SchedulingPolicy.min_available", self.min_available, minimum=1)
+        check_optional_str("SchedulingPolicy.queue", self.queue)
+        check_optional_str("SchedulingPolicy.priority_class", self.priority_class)
+        check_optional_int("SchedulingPolicy.schedule_timeout_seconds", self.schedule_timeout_seconds, minimum=1)
+
+    def to_k8s(self) -> dict[str, object]:
+        """The operator's ``schedulingPolicy`` object, unset fields left out."""
+        fields = {
+            "minAvailable": self.min_available,
+            "queue": self.queue,
+            "priorityClass": self.priority_class,
+            "scheduleTimeoutSeconds": self.schedule_timeout_seconds,
+        }
+        return {k: v for k, v in fields.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    """Job-level policy of a Training Operator job.
+
+    The first four fields are those of the official plugins and the IDL. ``suspend`` and
+    ``scheduling_policy`` (and a ``backoff_limit`` of 0, which proto3 cannot express) travel under the
+    ``kubejobs`` extension key: stock Flyte backends ignore them, this project's backend honours them.
+
+    >>> RunPolicy(backoff_limit=0).backoff_limit
+    0
+    """
+
+    clean_pod_policy: Optional[CleanPodPolicy] = None
+    ttl_seconds_after_finished: Optional[int] = None
+    active_deadline_seconds: Optional[int] = None
+    backoff_limit: Optional[int] = None
+    suspend: Optional[bool] = None
+    scheduling_policy: Optional[SchedulingPolicy] = None
+
+    def __post_init__(self) -> None:
+        if self.clean_pod_policy is not None:
+            object.__setattr__(
+                self, "clean_pod_policy", coerce_enum("RunPolicy.clean_pod_policy", CleanPodPolicy, self.clean_pod_policy)
+            )
+        check_optional_int("RunPolicy.ttl_seconds_after_finished", self.ttl_seconds_after_finished)
+        check_optional_int("RunPolicy.active_deadline_seconds", self.active_deadline_seconds)
+        check_optional_int("RunPolicy.backoff_limit", self.backoff_limit)
+        if self.suspend is not None and not isinstance(self.suspend, bool):
+            raise TypeError(f"RunPolicy.suspend must be a bool, got {self.suspend!r}")
+        if self.scheduling_policy is not None and not isinstance(self.scheduling_policy, SchedulingPolicy):
+            raise TypeError(f"RunPolicy.scheduling_policy must be a SchedulingPolicy, got {self.scheduling_policy!r}")

@@ -1,0 +1,87 @@
+"""The replica-role base class shared by every Training Operator role (worker, master, ps, chief,
+evaluator, launcher).
+
+The first five fields are the official plugins' (same names, order and defaults); the rest are
+keyword-only extensions that travel under the ``kubejobs`` extension key of the custom.
+
+>>> class Worker(ReplicaRole): pass
+>>> Worker(replicas=2, restart_policy="on_failure").restart_policy
+<RestartPolicy.FAILURE: 1>
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import KW_ONLY, dataclass
+from typing import Any, ClassVar, Optional, Union
+
+from flytekit import Resources
+
+from .compute import ComputeTemplate, Requirements, resolve_requirements
+from .fields import check_int, check_optional_str, check_str_map
+from .k8sobjects import env_to_k8s, to_k8s_dict, to_k8s_list
+from .policies import RestartPolicy
+from .resources import normalize_resources
+
+__all__ = ["ReplicaRole"]
+
+
+@dataclass(frozen=True)
+class ReplicaRole:
+    """One replica group of a Training Operator job.
+
+    ``requests`` / ``limits`` / ``compute_template`` combine by the rule in
+    :func:`flytekitplugins.kubejobs.compute.resolve_requirements`.
+    """
+
+    image: Optional[str] = None
+    requests: Optional[Resources] = None
+    limits: Optional[Resources] = None
+    replicas: Optional[int] = None
+    restart_policy: Optional[RestartPolicy] = None
+    _: KW_ONLY
+    compute_template: Optional[ComputeTemplate] = None
+    node_selector: Optional[Mapping[str, str]] = None
+    tolerations: Optional[Sequence[Any]] = None
+    affinity: Optional[Any] = None
+    env: Optional[Union[Mapping[str, str], Sequence[Any]]] = None
+    volumes: Optional[Sequence[Any]] = None
+    volume_mounts: Optional[Sequence[Any]] = None
+
+    #: The role's key in the operator's ``replicaSpecs`` and in the extension ("Worker", "PS", ...).
+    operator_role: ClassVar[str] = ""
+    #: Replicas every instance must have (1 for master and launcher), or None.
+    fixed_replicas: ClassVar[Optional[int]] = None
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        set_ = object.__setattr__
+        check_optional_str(f"{name}.image", self.image)
+        set_(self, "requests", normalize_resources(f"{name}.requests", self.requests))
+        set_(self, "limits", normalize_resources(f"{name}.limits", self.limits))
+        if self.replicas is not None:
+            check_int(f"{name}.replicas", self.replicas)
+            if self.fixed_replicas is not None and self.replicas != self.fixed_replicas:
+                raise ValueError(f"{name}.replicas must be {self.fixed_replicas}, got {self.replicas!r}")
+        if self.restart_policy is not None:
+            set_(self, "restart_policy", RestartPolicy.coerce(f"{name}.restart_policy", self.restart_policy))
+        if self.compute_template is not None and not isinstance(self.compute_template, ComputeTemplate):
+            raise TypeError(f"{name}.compute_template must be a ComputeTemplate, got {self.compute_template!r}")
+        if self.node_selector is not None:
+            set_(self, "node_selector", check_str_map(f"{name}.node_selector", self.node_selector))
+        if self.tolerations is not None:
+            set_(self, "tolerations", tuple(to_k8s_list(f"{name}.tolerations", self.tolerations)))
+        if self.affinity is not None:
+            set_(self, "affinity", to_k8s_dict(f"{name}.affinity", self.affinity))
+        if self.env is not None:
+            set_(self, "env", tuple(env_to_k8s(f"{name}.env", self.env)))
+        if self.volumes is not None:
+            set_(self, "volumes", tuple(to_k8s_list(f"{name}.volumes", self.volumes)))
+        if self.volume_mounts is not None:
+            set_(self, "volume_mounts", tuple(to_k8s_list(f"{name}.volume_mounts", self.volume_mounts)))
+        # Fail now on a request above its limit rather than at pod admission.
+        self.requirements()
+
+    def requirements(self) -> Requirements:
+        """The role's container resources after the compute-template precedence rule."""
+        return resolve_requirements(type(self).__name__, self.compute_template, self.requests, self.limits)

@@ -1,0 +1,26 @@
+"""Fixtures shared by every test folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _crd_dir() -> Path:
+    # The official CRD schemas are upstream files kept outside the repository (never committed here):
+    # ../shared/crds next to the clone, or $KUBEJOBS_CRD_DIR.
+    return Path(os.environ.get("KUBEJOBS_CRD_DIR", REPO.parent / "shared" / "crds"))
+
+
+CRD_DIR = _crd_dir()
+
+
+@pytest.fixture(scope="session")
+def crd_dir() -> Path:
+    if not (CRD_DIR / "kubeflow.org_pytorchjobs.json").exists():
+        pytest.fail(f"CRD schemas not found in {CRD_DIR}; set KUBEJOBS_CRD_DIR")
+    return CRD_DIR

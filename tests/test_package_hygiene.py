@@ -1,0 +1,62 @@
+"""Package-wide promises: docstring examples run, imports stay cheap, layers hold, surfaces are declared."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ["flytekitplugins.kubejobs", "flytekitplugins.kfoperators", "flytekitplugins.raycluster"]
+HEAVY = ("torch", "ray", "kubernetes", "jsonschema")
+
+
+def _modules() -> list[str]:
+    names = []
+    for package in PACKAGES:
+        pkg = importlib.import_module(package)
+        names.append(package)
+        for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{package}."):
+            names.append(info.name)
+    return names
+
+
+MODULES = _modules()
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0, f"{result.failed} doctest example(s) failed in {name}"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_declares_its_surface(name):
+    module = importlib.import_module(name)
+    assert isinstance(getattr(module, "__all__", None), (list, tuple)), f"{name} has no __all__"
+    for exported in module.__all__:
+        assert hasattr(module, exported), f"{name}.__all__ names {exported!r}, which does not exist"
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_importing_a_plugin_loads_no_heavy_dependency(package):
+    code = (
+        f"import sys, {package}; "
+        f"print(','.join(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
+    assert loaded == "", f"importing {package} loaded {loaded}"
+
+
+def test_import_layers_hold():
+    lint_imports = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert lint_imports, "import-linter is not installed in this environment"
+    result = subprocess.run([lint_imports, str(REPO / "setup.cfg")], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,110 @@
+"""Ray plugin benchmarks, each measured side by side with its baseline in one run.
+
+- import cost over bare flytekit: ``import flytekitplugins.raycluster`` vs ``import flytekitplugins.ray``, in
+  fresh interpreters that have already imported flytekit.
+- local task overhead: a trivial Ray task called through the plugin (local Ray start included) vs the same
+  ``ray.init`` + one remote call in a plain script; fresh interpreter each, alternated.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+from _common import Row
+
+__all__ = ["rows"]
+
+IMPORT_CODE = """
+import time
+import flytekit
+t = time.perf_counter()
+import {module}
+print(time.perf_counter() - t)
+"""
+
+PLUGIN_TASK = """
+import time
+import ray
+from flytekit import task
+from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+
+@ray.remote
+def one() -> int:
+    return 1
+
+@task(task_config=RayJobConfig([WorkerNodeConfig("w", 1)]))
+def trivial() -> int:
+    return ray.get(one.remote())
+
+t = time.perf_counter()
+assert trivial() == 1
+print(time.perf_counter() - t)
+"""
+
+# The same work without the plugin: the ray.init the plugin does locally, then the remote call.
+PLAIN_RAY = """
+import time
+import ray
+from flytekitplugins.raycluster.local import machine_cpus
+
+@ray.remote
+def one() -> int:
+    return 1
+
+t = time.perf_counter()
+ray.init(num_cpus=machine_cpus(), num_gpus=0, include_dashboard=False)
+assert ray.get(one.remote()) == 1
+print(time.perf_counter() - t)
+"""
+
+
+def _seconds(code: str, cwd: str, name: str) -> float:
+    path = Path(cwd) / f"{name}.py"
+    path.write_text(textwrap.dedent(code))
+    out = subprocess.run([sys.executable, str(path)], check=True, capture_output=True, text=True, cwd=cwd)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _alternating(codes: dict[str, str], repeat: int) -> dict[str, float]:
+    samples: dict[str, list[float]] = {name: [] for name in codes}
+    with tempfile.TemporaryDirectory() as cwd:
+        for _ in range(repeat):
+            for name, code in codes.items():
+                samples[name].append(_seconds(code, cwd, name))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def rows() -> list[Row]:
+    imports = _alternating(
+        {
+            "ours": IMPORT_CODE.format(module="flytekitplugins.raycluster"),
+            "official": IMPORT_CODE.format(module="flytekitplugins.ray"),
+        },
+        repeat=7,
+    )
+    local = _alternating({"plugin": PLUGIN_TASK, "plain": PLAIN_RAY}, repeat=3)
+    import_ratio = imports["ours"] / imports["official"]
+    local_ratio = local["plugin"] / local["plain"]
+    return [
+        Row(
+            "raycluster: import over bare flytekit (vs flytekitplugins-ray)",
+            imports["ours"] * 1000,
+            imports["official"] * 1000,
+            "ms",
+            "<= 1.2x",
+            import_ratio <= 1.2,
+        ),
+        Row(
+            "raycluster: local trivial Ray task (vs ray.init + remote call)",
+            local["plugin"],
+            local["plain"],
+            "s",
+            "<= 1.2x",
+            local_ratio <= 1.2,
+        ),
+    ]

@@ -1,0 +1,284 @@
+"""Job configs: PyTorch, Elastic, TfJob, MPIJob, HorovodJob (``@task(task_config=...)``).
+
+Same constructor names, fields and defaults as flytekitplugins-kfpytorch / -kftensorflow / -kfmpi 1.16
+(except ``increase_shared_mem``, see the README's Decisions), validated at construction.
+
+>>> cfg = TfJob(worker=Worker(replicas=2), num_ps_replicas=None)
+>>> cfg.chief.replicas, cfg.worker.replicas
+(None, 2)
+>>> Elastic(nnodes="2:4", nproc_per_node=8).nodes
+(2, 4)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional, TypeVar, Union
+
+from flytekitplugins.kubejobs.fields import INT32_MAX, check_int, check_optional_int, check_optional_str
+from flytekitplugins.kubejobs.policies import RunPolicy
+from flytekitplugins.kubejobs.roles import ReplicaRole
+
+from .roles import PS, Chief, Evaluator, Launcher, Master, Worker
+
+__all__ = ["PyTorch", "Elastic", "TfJob", "MPIJob", "HorovodJob", "parse_nnodes"]
+
+R = TypeVar("R", bound=ReplicaRole)
+
+_START_METHODS = ("spawn", "fork")
+_HOROVOD_LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _check_role(owner: str, name: str, value: object, role_type: type[R], *, mpi: bool = False) -> R:
+    if not isinstance(value, role_type):
+        raise TypeError(
+            f"{owner}.{name} must be a flytekitplugins.kfoperators.{role_type.__name__}, got {value!r} "
+            f"({type(value).__module__}.{type(value).__name__})"
+        )
+    if not mpi and getattr(value, "command", None) is not None:
+        raise ValueError(f"{owner}.{name}.command is only used by MPIJob/HorovodJob, got {value.command!r}")  # type: ignore[attr-defined]
+    return value
+
+
+def _check_run_policy(owner: str, value: object) -> None:
+    if value is not None and not isinstance(value, RunPolicy):
+        raise TypeError(f"{owner}.run_policy must be a flytekitplugins.kfoperators.RunPolicy, got {value!r}")
+
+
+def _merge_count(owner: str, old_name: str, old: object, role_field: str, role: R, depth: int = 4) -> R:
+    """Apply a deprecated replica count: it warns, fills an unset/zero per-role count, and loses to a
+    non-zero per-role count (with a warning) instead of being refused."""
+    if old is None:
+        return role
+    count = check_int(f"{owner}.{old_name}", old)
+    warnings.warn(
+        f"{owner}.{old_name} is deprecated: use {owner}({role_field}={type(role).__name__}(replicas={count}))",
+        DeprecationWarning,
+        stacklevel=depth,
+    )
+    if role.replicas:
+        if count and count != role.replicas:
+            warnings.warn(
+                f"{owner}: both {old_name}={count} and {role_field}.replicas={role.replicas} are set; "
+                f"{role_field}.replicas={role.replicas} is used",
+                UserWarning,
+                stacklevel=depth,
+            )
+        return role
+    return dataclasses.replace(role, replicas=count)
+
+
+def _check_shared_mem(owner: str, value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, bool):
+        raise TypeError(f"{owner}.increase_shared_mem must be a bool, got {value!r}")
+    if value:
+        warnings.warn(
+            f"{owner}.increase_shared_mem is deprecated: use @task(shared_memory=True)",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+
+
+def parse_nnodes(value: object) -> tuple[int, int]:
+    """``(min_nodes, max_nodes)`` of an Elastic ``nnodes``: an int, ``"N"`` or ``"min:max"``."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"Elastic.nnodes must be an int or a 'min:max' str, got {value!r} ({type(value).__name__})")
+    if isinstance(value, int):
+        check_int("Elastic.nnodes", value, minimum=1)
+        return value, value
+    parts = value.strip().split(":")
+    if len(parts) > 2 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"Elastic.nnodes must be an int or 'min:max' with 1 <= min <= max, got {value!r}")
+    low, high = int(parts[0]), int(parts[-1])
+    if not 1 <= low <= high <= INT32_MAX:
+        raise ValueError(f"Elastic.nnodes must be an int or 'min:max' with 1 <= min <= max, got {value!r}")
+    return low, high
+
+
+@dataclass(frozen=True)
+class PyTorch:
+    """A PyTorchJob: one master and ``worker.replicas`` workers (0 makes a master-only job).
+
+    ``num_workers`` is deprecated (use ``worker=Worker(replicas=N)``). ``increase_shared_mem=True`` is
+    deprecated and means ``@task(shared_memory=True)``.
+    """
+
+    master: Master = field(default_factory=Master)
+    worker: Worker = field(default_factory=Worker)
+    run_policy: Optional[RunPolicy] = None
+    num_workers: Optional[int] = None
+    increase_shared_mem: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        _check_role("PyTorch", "master", self.master, Master)
+        worker = _check_role("PyTorch", "worker", self.worker, Worker)
+        _check_run_policy("PyTorch", self.run_policy)
+        worker = _merge_count("PyTorch", "num_workers", self.num_workers, "worker", worker)
+        if worker.replicas is None:
+            raise ValueError(
+                "PyTorch.worker.replicas must be set, got None: use PyTorch(worker=Worker(replicas=N)) "
+                "(0 for a master-only job)"
+            )
+        object.__setattr__(self, "worker", worker)
+        _check_shared_mem("PyTorch", self.increase_shared_mem)
+
+
+@dataclass(frozen=True)
+class Elastic:
+    """torchrun-style elastic training: ``nproc_per_node`` processes on each of ``nnodes`` nodes.
+
+    A single node (``nnodes`` 1, ``"1"`` or ``"1:1"``) runs as a plain ``python-task`` pod; more nodes
+    run as a PyTorchJob with an elastic policy. ``rdzv_configs`` and ``start_method`` are used at run time.
+    """
+
+    nnodes: Union[int, str] = 1
+    nproc_per_node: int = 1
+    start_method: str = "spawn"
+    monitor_interval: Union[int, float] = 5
+    max_restarts: int = 0
+    rdzv_configs: dict[str, Any] = field(default_factory=lambda: {"timeout": 900, "join_timeout": 900})
+    increase_shared_mem: Optional[bool] = None
+    run_policy: Optional[RunPolicy] = None
+
+    def __post_init__(self) -> None:
+        parse_nnodes(self.nnodes)
+        if isinstance(self.nproc_per_node, str):
+            raise TypeError(
+                f"Elastic.nproc_per_node must be an int >= 1, got {self.nproc_per_node!r}: the task's "
+                "IDL carries a number ('auto' is not supported; give the process count)"
+            )
+        check_int("Elastic.nproc_per_node", self.nproc_per_node, minimum=1)
+        if self.start_method not in _START_METHODS:
+            raise ValueError(
+                f"Elastic.start_method must be one of {', '.join(_START_METHODS)}, got {self.start_method!r}"
+            )
+        interval = self.monitor_interval
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)):
+            raise TypeError(f"Elastic.monitor_interval must be a number of seconds, got {interval!r}")
+        if not 0 < interval < float("inf"):
+            raise ValueError(f"Elastic.monitor_interval must be > 0 seconds, got {interval!r}")
+        check_int("Elastic.max_restarts", self.max_restarts)
+        if not isinstance(self.rdzv_configs, Mapping) or not all(isinstance(k, str) for k in self.rdzv_configs):
+            raise TypeError(f"Elastic.rdzv_configs must be a dict with str keys, got {self.rdzv_configs!r}")
+        object.__setattr__(self, "rdzv_configs", dict(self.rdzv_configs))  # never share the caller's dict
+        _check_run_policy("Elastic", self.run_policy)
+        _check_shared_mem("Elastic", self.increase_shared_mem)
+
+    @property
+    def nodes(self) -> tuple[int, int]:
+        """``(min_nodes, max_nodes)``."""
+        return parse_nnodes(self.nnodes)
+
+    @property
+    def single_node(self) -> bool:
+        return self.nodes == (1, 1)
+
+
+@dataclass(frozen=True)
+class TfJob:
+    """A TFJob. Only workers are required (at least one); chief, ps and evaluator default to 0.
+
+    ``num_workers``, ``num_ps_replicas``, ``num_chief_replicas`` and ``num_evaluator_replicas`` are
+    deprecated (use the role's ``replicas``).
+    """
+
+    chief: Chief = field(default_factory=Chief)
+    ps: PS = field(default_factory=PS)
+    worker: Worker = field(default_factory=Worker)
+    evaluator: Evaluator = field(default_factory=Evaluator)
+    run_policy: Optional[RunPolicy] = None
+    num_workers: Optional[int] = None
+    num_ps_replicas: Optional[int] = None
+    num_chief_replicas: Optional[int] = None
+    num_evaluator_replicas: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        merged: list[tuple[str, str, type[ReplicaRole]]] = [
+            ("chief", "num_chief_replicas", Chief),
+            ("ps", "num_ps_replicas", PS),
+            ("worker", "num_workers", Worker),
+            ("evaluator", "num_evaluator_replicas", Evaluator),
+        ]
+        for role_field, old_name, role_type in merged:
+            role = _check_role("TfJob", role_field, getattr(self, role_field), role_type)
+            set_(self, role_field, _merge_count("TfJob", old_name, getattr(self, old_name), role_field, role))
+        _check_run_policy("TfJob", self.run_policy)
+        if not self.worker.replicas:
+            raise ValueError(f"TfJob.worker.replicas must be at least 1, got {self.worker.replicas!r}")
+        if (self.chief.replicas or 0) > 1:
+            raise ValueError(f"TfJob.chief.replicas must be 0 or 1 (one chief at most), got {self.chief.replicas!r}")
+
+
+def _mpi_post_init(cfg: Union[MPIJob, HorovodJob], owner: str) -> None:
+    launcher = _check_role(owner, "launcher", cfg.launcher, Launcher, mpi=True)
+    worker = _check_role(owner, "worker", cfg.worker, Worker, mpi=True)
+    if cfg.num_launcher_replicas is not None:
+        check_int(f"{owner}.num_launcher_replicas", cfg.num_launcher_replicas)
+        if cfg.num_launcher_replicas != 1:
+            raise ValueError(
+                f"{owner}.num_launcher_replicas must be 1 (an MPIJob has one launcher), "
+                f"got {cfg.num_launcher_replicas!r}"
+            )
+        launcher = _merge_count(owner, "num_launcher_replicas", cfg.num_launcher_replicas, "launcher", launcher, 5)
+    worker = _merge_count(owner, "num_workers", cfg.num_workers, "worker", worker, 5)
+    if not worker.replicas:
+        raise ValueError(f"{owner}.worker.replicas must be at least 1, got {worker.replicas!r}")
+    object.__setattr__(cfg, "launcher", launcher)
+    object.__setattr__(cfg, "worker", worker)
+    _check_run_policy(owner, cfg.run_policy)
+    check_int(f"{owner}.slots", cfg.slots, minimum=1)
+
+
+@dataclass(frozen=True)
+class MPIJob:
+    """An MPIJob: one launcher running ``mpirun -np worker.replicas*slots`` over the workers.
+
+    ``num_workers`` and ``num_launcher_replicas`` are deprecated.
+    """
+
+    launcher: Launcher = field(default_factory=Launcher)
+    worker: Worker = field(default_factory=Worker)
+    run_policy: Optional[RunPolicy] = None
+    slots: int = 1
+    num_launcher_replicas: Optional[int] = None
+    num_workers: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        _mpi_post_init(self, "MPIJob")
+
+
+@dataclass(frozen=True)
+class HorovodJob:
+    """An MPIJob launched with ``horovodrun`` (elastic Horovod with host discovery)."""
+
+    worker: Worker = field(default_factory=Worker)
+    launcher: Launcher = field(default_factory=Launcher)
+    run_policy: Optional[RunPolicy] = None
+    slots: int = 1
+    verbose: Optional[bool] = False
+    log_level: Optional[str] = "INFO"
+    discovery_script_path: Optional[str] = "/etc/mpi/discover_hosts.sh"
+    elastic_timeout: Optional[int] = 1200
+    num_launcher_replicas: Optional[int] = None
+    num_workers: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        _mpi_post_init(self, "HorovodJob")
+        if self.verbose is not None and not isinstance(self.verbose, bool):
+            raise TypeError(f"HorovodJob.verbose must be a bool, got {self.verbose!r}")
+        check_optional_str("HorovodJob.log_level", self.log_level)
+        if self.log_level is not None:
+            level = self.log_level.strip().upper()
+            if level not in _HOROVOD_LOG_LEVELS:
+                raise ValueError(
+                    f"HorovodJob.log_level must be one of {', '.join(_HOROVOD_LOG_LEVELS)}, got {self.log_level!r}"
+                )
+            object.__setattr__(self, "log_level", level)
+        check_optional_str("HorovodJob.discovery_script_path", self.discovery_script_path)
+        check_optional_int("HorovodJob.elastic_timeout", self.elastic_timeout, minimum=1)

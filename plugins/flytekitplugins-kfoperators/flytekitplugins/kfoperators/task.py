@@ -1,0 +1,156 @@
+"""flytekit task classes for the job configs, registered with ``TaskPlugins`` so ``@task(task_config=...)``
+picks them. Task types ``pytorch``, ``tensorflow``, ``mpi`` (and ``python-task`` for a single-node
+Elastic), ``task_type_version`` 1.
+
+Local runs (``pyflyte run`` without ``--remote``, or calling the task) execute in-process with the
+operator's environment contract for a world of one (see :mod:`.local`); Elastic launches its
+``nproc_per_node`` workers (see :mod:`.elastic`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar, Optional, TypeVar, Union
+
+from flytekit import PythonFunctionTask
+from flytekit.configuration import SerializationSettings
+from flytekit.core.context_manager import FlyteContextManager
+from flytekit.extend import TaskPlugins
+from flytekitplugins.kubejobs.extension import EXTENSION_KEY, warn_extension_once
+
+from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
+from .local import scoped_environ, world_of_one
+from .serialize import elastic_custom, horovodrun_prefix, mpi_custom, mpirun_prefix, pytorch_custom, tensorflow_custom
+
+__all__ = [
+    "PyTorchFunctionTask",
+    "ElasticFunctionTask",
+    "TensorflowFunctionTask",
+    "MPIFunctionTask",
+    "HorovodFunctionTask",
+    "is_local_execution",
+]
+
+C = TypeVar("C", PyTorch, Elastic, TfJob, MPIJob, HorovodJob)
+
+
+def is_local_execution() -> bool:
+    """True outside a Flyte pod: ``pyflyte run`` without ``--remote``, or a plain call of the task."""
+    state = FlyteContextManager.current_context().execution_state
+    return bool(state is not None and state.mode is not None and state.is_local_execution())
+
+
+def _task_kwargs(config: Union[PyTorch, Elastic], kwargs: dict[str, Any]) -> dict[str, Any]:
+    # The deprecated increase_shared_mem=True means what @task(shared_memory=True) means today.
+    if config.increase_shared_mem and not kwargs.get("shared_memory"):
+        return {**kwargs, "shared_memory": True}
+    return kwargs
+
+
+class _KubeflowTask(PythonFunctionTask[C]):  # type: ignore[misc]
+    task_kind: ClassVar[str]
+    config_type: ClassVar[type]
+
+    def __init__(self, task_config: C, task_function: Callable[..., Any], **kwargs: Any) -> None:
+        if not isinstance(task_config, self.config_type):
+            raise TypeError(f"task_config must be a {self.config_type.__name__}, got {task_config!r}")
+        kwargs.setdefault("task_type", self.task_kind)
+        # task_type_version 1 selects the flyteidl.plugins.kubeflow messages in every backend.
+        super().__init__(task_config, task_function, task_type_version=1, **kwargs)
+
+    def _custom(self) -> Optional[dict[str, Any]]:
+        raise NotImplementedError
+
+    def get_custom(self, settings: SerializationSettings) -> Optional[dict[str, Any]]:
+        custom = self._custom()
+        if custom is not None and EXTENSION_KEY in custom:
+            warn_extension_once(self.task_kind, custom[EXTENSION_KEY])
+        return custom
+
+    def execute(self, **kwargs: Any) -> Any:
+        if not is_local_execution():
+            return super().execute(**kwargs)
+        with scoped_environ(world_of_one(self.task_kind)):
+            return super().execute(**kwargs)
+
+
+class PyTorchFunctionTask(_KubeflowTask[PyTorch]):
+    """A PyTorchJob task."""
+
+    task_kind = "pytorch"
+    config_type = PyTorch
+
+    def __init__(self, task_config: PyTorch, task_function: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(task_config, task_function, **_task_kwargs(task_config, kwargs))
+
+    def _custom(self) -> dict[str, Any]:
+        return pytorch_custom(self.task_config)
+
+
+class ElasticFunctionTask(_KubeflowTask[Elastic]):
+    """torch elastic training: a ``python-task`` pod for one node, a PyTorchJob for more."""
+
+    task_kind = "pytorch"
+    config_type = Elastic
+
+    def __init__(self, task_config: Elastic, task_function: Callable[..., Any], **kwargs: Any) -> None:
+        import importlib.util
+
+        if isinstance(task_config, Elastic) and task_config.single_node:
+            kwargs["task_type"] = "python-task"
+        if importlib.util.find_spec("torch") is None:
+            raise ImportError("Elastic needs torch: pip install 'flytekitplugins-kfoperators[elastic]'")
+        super().__init__(task_config, task_function, **_task_kwargs(task_config, kwargs))
+
+    def _custom(self) -> Optional[dict[str, Any]]:
+        return elastic_custom(self.task_config)
+
+    def execute(self, **kwargs: Any) -> Any:
+        from .elastic import run_elastic
+
+        return run_elastic(self.task_config, self._task_function, kwargs, local=is_local_execution())
+
+
+class TensorflowFunctionTask(_KubeflowTask[TfJob]):
+    """A TFJob task."""
+
+    task_kind = "tensorflow"
+    config_type = TfJob
+
+    def _custom(self) -> dict[str, Any]:
+        return tensorflow_custom(self.task_config)
+
+
+class MPIFunctionTask(_KubeflowTask[MPIJob]):
+    """An MPIJob task: the container runs ``mpirun -np workers*slots python <entrypoint> pyflyte-execute ...``."""
+
+    task_kind = "mpi"
+    config_type = MPIJob
+
+    def _custom(self) -> dict[str, Any]:
+        return mpi_custom(self.task_config)
+
+    def get_command(self, settings: SerializationSettings) -> list[str]:
+        base: list[str] = super().get_command(settings)
+        return mpirun_prefix(self.task_config, settings.entrypoint_settings.path) + base
+
+
+class HorovodFunctionTask(_KubeflowTask[HorovodJob]):
+    """An MPIJob task whose container runs ``horovodrun ... pyflyte-execute ...``."""
+
+    task_kind = "mpi"
+    config_type = HorovodJob
+
+    def _custom(self) -> dict[str, Any]:
+        return mpi_custom(self.task_config)
+
+    def get_command(self, settings: SerializationSettings) -> list[str]:
+        base: list[str] = super().get_command(settings)
+        return horovodrun_prefix(self.task_config) + base
+
+
+TaskPlugins.register_pythontask_plugin(PyTorch, PyTorchFunctionTask)
+TaskPlugins.register_pythontask_plugin(Elastic, ElasticFunctionTask)
+TaskPlugins.register_pythontask_plugin(TfJob, TensorflowFunctionTask)
+TaskPlugins.register_pythontask_plugin(MPIJob, MPIFunctionTask)
+TaskPlugins.register_pythontask_plugin(HorovodJob, HorovodFunctionTask)

@@ -1,0 +1,151 @@
+"""Local distributed runs: the switch that turns a local task call into the job's real topology.
+
+A PyTorch, Elastic, TfJob, MPIJob or HorovodJob task run locally (``pyflyte run`` without ``--remote``, or
+calling the task in Python) normally calls the function once, in-process: a world of one. Setting the
+local world runs every role of the job as a local process that sees the environment the operator gives it
+on a cluster (see :mod:`.world_plan`), streams their logs with ``[role-index]`` prefixes and returns the
+output of the process a cluster takes it from (master / chief / rank 0).
+
+The switch, environment variable ``KUBEJOBS_LOCAL_WORLD`` or the configs' ``local_world`` field (the
+environment variable wins when set):
+
+- unset, ``1``: one process, in-process (today's behaviour);
+- ``full``: the whole topology, refused beyond ``os.cpu_count() * 2`` processes;
+- an int ``N > 1``: the whole topology, refused if it needs more than ``N`` processes.
+
+A topology too big for the cap is a ``ValueError`` (never a silently smaller world):
+
+>>> check_local_world("PyTorch.local_world", "full")
+'full'
+>>> check_local_world("PyTorch.local_world", 0)
+Traceback (most recent call last):
+...
+ValueError: PyTorch.local_world must be 'full' or an int >= 1, got 0
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, Union
+
+from .world_launch import LocalWorldError, RecoverableLocalWorldError
+
+__all__ = [
+    "ElasticNode",
+    "FULL",
+    "LOCAL_WORLD_ENV",
+    "LocalWorldError",
+    "RecoverableLocalWorldError",
+    "check_local_world",
+    "local_world_cap",
+    "local_world_size",
+    "machine_cap",
+    "run_local_world",
+]
+
+LOCAL_WORLD_ENV = "KUBEJOBS_LOCAL_WORLD"
+FULL = "full"
+#: Seconds between the elastic agent's checks of its workers in a local world.
+LOCAL_MONITOR_INTERVAL = 0.1
+LocalWorld = Union[int, str]
+
+
+def check_local_world(field: str, value: object) -> Optional[LocalWorld]:
+    """Validate a ``local_world`` setting: ``None``, ``"full"`` or an int >= 1 (digits in a str are accepted)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == FULL:
+            return FULL
+        if text.isdigit():
+            value = int(text)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        raise ValueError(f"{field} must be 'full' or an int >= 1, got {value!r}")
+    raise TypeError(f"{field} must be 'full' or an int >= 1, got {value!r} ({type(value).__name__})")
+
+
+def machine_cap() -> int:
+    """The most processes ``full`` starts: two per CPU core."""
+    return (os.cpu_count() or 1) * 2
+
+
+def local_world_cap(config: object) -> int:
+    """The largest local world the switch allows for ``config``: 1 means in-process."""
+    env_value = os.environ.get(LOCAL_WORLD_ENV)
+    if env_value is not None and env_value.strip():
+        setting = check_local_world(LOCAL_WORLD_ENV, env_value)
+    else:
+        setting = check_local_world(f"{type(config).__name__}.local_world", getattr(config, "local_world", None))
+    if setting is None:
+        return 1
+    return machine_cap() if setting == FULL else int(setting)
+
+
+def _is_local_execution() -> bool:
+    from flytekit import FlyteContextManager
+
+    state = FlyteContextManager.current_context().execution_state
+    return bool(state is not None and state.is_local_execution())
+
+
+def local_world_size(config: object) -> int:
+    """How many processes the local run of a task with ``config`` uses: 1 (in-process) unless this is a
+    local execution and the switch asks for more. Raises ``ValueError`` when the job does not fit the cap."""
+    from .world_plan import kind_of, world_size_of
+
+    if kind_of(config) is None or not _is_local_execution():
+        return 1
+    cap = local_world_cap(config)
+    if cap <= 1:
+        return 1
+    size = world_size_of(config)
+    if size > cap:
+        source = LOCAL_WORLD_ENV if os.environ.get(LOCAL_WORLD_ENV, "").strip() else "local_world"
+        raise ValueError(
+            f"{type(config).__name__} needs {size} local processes but {source} allows {cap} "
+            f"(machine cap: {machine_cap()}); use fewer replicas for the local run, raise the cap with "
+            f"{LOCAL_WORLD_ENV}=<N>, or set {LOCAL_WORLD_ENV}=1 to run the task once, in-process"
+        )
+    return size
+
+
+class ElasticNode:
+    """What one elastic node runs: :func:`.elastic.run_elastic` for this node. In a node process it reads
+    the ``PET_*`` rendezvous variables its member was started with; with ``single=True`` it runs in the
+    calling process as the only node (rendezvous on ``localhost:0``). Picklable: it crosses into the child.
+    """
+
+    def __init__(self, config: Any, fn: Callable[..., Any], *, single: bool = False) -> None:
+        node_config = copy.copy(config)  # the user's config object is never modified
+        # torchrun's default poll instead of the config's (5 s by default, tuned for pods), which would
+        # add up to that much latency to every local run.
+        interval = min(float(config.monitor_interval), LOCAL_MONITOR_INTERVAL)
+        object.__setattr__(node_config, "monitor_interval", interval)
+        self.config, self.fn, self.single = node_config, fn, single
+
+    def __call__(self, **kwargs: Any) -> Any:
+        from .elastic import run_elastic
+
+        return run_elastic(self.config, self.fn, kwargs, local=self.single)
+
+
+def run_local_world(config: Any, fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
+    """Run the task function ``fn(**kwargs)`` as the job's local world; return what a cluster would.
+
+    Call it only when :func:`local_world_size` is above 1. Raises :class:`LocalWorldError` (or the
+    retryable :class:`RecoverableLocalWorldError`) naming the failed role and index.
+    """
+    from .world_launch import launch
+    from .world_plan import kind_of, nnodes_of, plan_for
+
+    if kind_of(config) != "elastic":
+        return launch(plan_for(config), fn, kwargs)
+    if nnodes_of(config) == (1, 1):
+        # One node: no node process to add; torch's agent in this process starts and stops the workers.
+        return ElasticNode(config, fn, single=True)(**kwargs)
+    return launch(plan_for(config), ElasticNode(config, fn), kwargs)

@@ -1,0 +1,158 @@
+"""The child side of a local world: one process of a local distributed run.
+
+The parent (:mod:`.world_launch`) writes the cloudpickled target and its keyword arguments to
+``<workdir>/payload.pkl`` and starts ``python -m flytekitplugins.kfoperators.world_child <workdir> <role>
+<index>``, either directly or under ``mpirun`` (then ``<index>`` is ``mpi`` and the rank comes from
+``OMPI_COMM_WORLD_RANK``). The child rebuilds a minimal flytekit execution context (as a pod's
+``pyflyte-execute`` would), runs the target and writes its outcome, pickled, to
+``<workdir>/result-<role>-<index>.pkl``:
+
+- ``("ok", value)``: the target returned ``value``;
+- ``("ignore", None)``: the target raised flytekit's ``IgnoreOutputs`` (a non-zero elastic node);
+- ``("error", exception or None, summary, traceback text, recoverable, unix time)``.
+
+A watchdog thread ends the child's whole process group when its parent disappears, so a killed
+parent leaves no orphans behind.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PAYLOAD_FILE", "RANK_ENV", "main", "prefix_own_output", "result_path", "run_target"]
+
+PAYLOAD_FILE = "payload.pkl"
+#: Where an MPI rank finds its index (OpenMPI's per-rank environment).
+RANK_ENV = "OMPI_COMM_WORLD_RANK"
+_WATCH_SECONDS = 0.5
+
+
+def result_path(workdir: Path, role: str, index: int) -> Path:
+    return workdir / f"result-{role}-{index}.pkl"
+
+
+def _watch_parent(parent_pid: int) -> None:
+    # Re-parenting means our parent died without cleaning up: take our process group down with us.
+    while True:
+        time.sleep(_WATCH_SECONDS)
+        if os.getppid() != parent_pid:
+            try:
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+            finally:
+                os._exit(137)
+
+
+def prefix_own_output(prefix: str) -> Callable[[], None]:
+    """Route this process's fd 1 and 2 (Python and C output alike) through threads that prefix
+    every line with ``[prefix] `` before writing it to the original streams. Returns ``stop``, which
+    puts the original streams back and waits for the last lines to be copied."""
+    restore: list[tuple[int, int]] = []
+    threads: list[threading.Thread] = []
+    for fd in (1, 2):
+        original = os.dup(fd)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, fd)
+        os.close(write_end)
+        thread = threading.Thread(target=_copy_prefixed, args=(read_end, original, prefix), daemon=True)
+        thread.start()
+        restore.append((fd, original))
+        threads.append(thread)
+
+    def stop() -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, original in restore:
+            os.dup2(original, fd)  # closes the pipe's last write end we hold: the copier sees EOF
+        for thread in threads:
+            thread.join(timeout=5)
+
+    return stop
+
+
+def _copy_prefixed(read_end: int, original: int, prefix: str) -> None:
+    with os.fdopen(read_end, "rb", buffering=0) as source:
+        for line in iter(source.readline, b""):
+            os.write(original, f"[{prefix}] ".encode() + line)
+
+
+def _outcome_of(exc: BaseException) -> tuple[Any, ...]:
+    from flytekit.exceptions.user import FlyteRecoverableException
+
+    summary = f"{type(exc).__name__}: {exc}"
+    text = "".join(traceback.format_exception(exc))
+    recoverable = isinstance(exc, FlyteRecoverableException)
+    import cloudpickle
+
+    try:
+        pickled: Any = cloudpickle.loads(cloudpickle.dumps(exc))
+    except Exception:  # an exception that does not survive pickling still gets reported by its text
+        pickled = None
+    return ("error", pickled, summary, text, recoverable, time.time())
+
+
+def run_target(target: Any, kwargs: dict[str, Any], raw_output_prefix: str) -> tuple[Any, ...]:
+    """Run ``target(**kwargs)`` in a fresh flytekit task-execution context; return the outcome tuple."""
+    from flytekit.bin.entrypoint import setup_execution
+    from flytekit.core.base_task import IgnoreOutputs
+
+    try:
+        with setup_execution(raw_output_data_prefix=raw_output_prefix):
+            value = target(**kwargs)
+        return ("ok", value)
+    except IgnoreOutputs:
+        return ("ignore", None)
+    except Exception as exc:
+        return _outcome_of(exc)
+
+
+def _write(path: Path, outcome: tuple[Any, ...]) -> None:
+    import cloudpickle
+
+    try:
+        data = cloudpickle.dumps(outcome)
+    except Exception as exc:  # the return value itself cannot be pickled: report that as the failure
+        data = cloudpickle.dumps(_outcome_of(TypeError(f"the task's return value cannot be pickled: {exc}")))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)  # atomic: the parent never reads half a result
+
+
+def main(argv: list[str]) -> int:
+    workdir, role, index_arg = Path(argv[0]), argv[1], argv[2]
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    stop_prefixing: Callable[[], None] = lambda: None  # noqa: E731
+    if index_arg == "mpi":
+        index = int(os.environ[RANK_ENV])
+        # mpirun merges every rank's output into one stream: each rank labels its own lines.
+        stop_prefixing = prefix_own_output(f"{role}-{index}")
+    else:
+        index = int(index_arg)
+    with open(workdir / PAYLOAD_FILE, "rb") as f:
+        payload = pickle.load(f)
+    for entry in reversed(payload["sys_path"]):
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+    import cloudpickle
+
+    target, kwargs = cloudpickle.loads(payload["target"])
+    outcome = run_target(target, kwargs, payload["raw_output_prefix"])
+    if outcome[0] == "error":
+        sys.stderr.write(outcome[3])
+    _write(result_path(workdir, role, index), outcome)
+    stop_prefixing()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return 1 if outcome[0] == "error" else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,169 @@
+"""Job config -> local world: which processes a cluster would run and the environment each one gets.
+
+The environments follow what the Kubeflow Training Operator (v1) and Flyte's backend put into the pods,
+with service names replaced by ``127.0.0.1`` and free local ports. The PyTorch and TensorFlow variables
+come from :mod:`.local` (the same functions the world of one uses):
+
+- PyTorch: ``master-0`` and ``worker-i`` with ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``
+  (master 0, worker i -> i + 1); workers also get Flyte's ``_F_WN`` (their pod name).
+- Elastic: ``worker-i`` nodes with ``PET_RDZV_ENDPOINT``, ``PET_RDZV_BACKEND``, ``PET_NNODES`` ("min:max"),
+  ``PET_NPROC_PER_NODE``, ``PET_MAX_RESTARTS``; each node runs the elastic launcher for its processes.
+- TfJob: one process per chief / ps / worker / evaluator replica, each with ``TF_CONFIG`` (cluster spec
+  without the evaluator, as the operator builds it; task type and index; ``"environment": "cloud"``).
+- MPIJob / HorovodJob: ``workers * slots`` ranks started by one ``mpirun``.
+
+Configs are read by their public field names, so the official plugins' configs plan the same world:
+
+>>> plan = tf_plan(chief=1, ps=1, worker=2, evaluator=0)
+>>> [m.name for m in plan.members], plan.output_from
+(['chief-0', 'ps-0', 'worker-0', 'worker-1'], 'chief-0')
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from contextlib import ExitStack
+from typing import Any, Optional
+
+from .local import LocalWorld, pytorch_env, tensorflow_env
+from .world_launch import Member, WorldPlan
+
+__all__ = [
+    "KINDS",
+    "elastic_plan",
+    "free_ports",
+    "kind_of",
+    "mpi_plan",
+    "nnodes_of",
+    "plan_for",
+    "pytorch_plan",
+    "tf_plan",
+    "world_size_of",
+]
+
+LOCALHOST = "127.0.0.1"
+#: Config class name -> kind. Matching by name lets the official plugins' configs (drop-in API) plan too.
+KINDS = {"PyTorch": "pytorch", "Elastic": "elastic", "TfJob": "tensorflow", "MPIJob": "mpi", "HorovodJob": "mpi"}
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (all sockets held open until every port is picked)."""
+    with ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((LOCALHOST, 0))
+            ports.append(sock.getsockname()[1])
+        return ports
+
+
+def _threads_env(world: int) -> dict[str, str]:
+    # N local processes share this machine's cores; like torchrun, keep each one's thread pool small
+    # unless the user chose a value.
+    if "OMP_NUM_THREADS" in os.environ:
+        return {}
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, world)))}
+
+
+def _common_env(world: int) -> dict[str, str]:
+    return {"PYTHONUNBUFFERED": "1", **_threads_env(world)}
+
+
+def pytorch_plan(workers: int) -> WorldPlan:
+    world = LocalWorld.allocate({"Master": 1, "Worker": workers}, LOCALHOST)
+    members = [Member("master", 0, pytorch_env("Master", 0, world))]
+    # Flyte's backend also names each worker pod in _F_WN (used for error attribution).
+    members += [
+        Member("worker", i, {**pytorch_env("Worker", i, world), "_F_WN": f"local-worker-{i}"}) for i in range(workers)
+    ]
+    return WorldPlan("PyTorch", tuple(members), output_from="master-0", common_env=_common_env(len(members)))
+
+
+def elastic_plan(min_nodes: int, max_nodes: int, nproc_per_node: int, max_restarts: int) -> WorldPlan:
+    (port,) = free_ports(1)
+    env = {
+        "PET_RDZV_ENDPOINT": f"{LOCALHOST}:{port}",
+        "PET_RDZV_BACKEND": "c10d",
+        "PET_NNODES": f"{min_nodes}:{max_nodes}",
+        "PET_NPROC_PER_NODE": str(nproc_per_node),
+        "PET_MAX_RESTARTS": str(max_restarts),
+    }
+    members = tuple(Member("worker", i, {**env, "_F_WN": f"local-worker-{i}"}) for i in range(max_nodes))
+    # Rank 0 may land on any node (rendezvous order): the node that holds it returns the output.
+    return WorldPlan("Elastic", members, output_from=None, common_env=_common_env(max_nodes * nproc_per_node))
+
+
+def tf_plan(chief: int, ps: int, worker: int, evaluator: int) -> WorldPlan:
+    counts = {"Chief": chief, "PS": ps, "Worker": worker, "Evaluator": evaluator}
+    world = LocalWorld.allocate({role: n for role, n in counts.items() if n > 0}, LOCALHOST)
+    members = tuple(
+        Member(role.lower(), i, tensorflow_env(role, i, world)) for role, n in counts.items() for i in range(n)
+    )
+    output_from = "chief-0" if chief > 0 else "worker-0"
+    # Like a TFJob, the job is done when the chief (else worker 0) is: parameter servers never exit.
+    return WorldPlan(
+        "TfJob", members, output_from=output_from, common_env=_common_env(len(members)), ends_with_output=True
+    )
+
+
+def mpi_plan(ranks: int, kind: str = "MPIJob") -> WorldPlan:
+    members = tuple(Member("rank", i, {}) for i in range(ranks))
+    return WorldPlan(kind, members, output_from="rank-0", mpirun=True, common_env=_common_env(ranks))
+
+
+def kind_of(config: object) -> Optional[str]:
+    return KINDS.get(type(config).__name__)
+
+
+def _replicas(config: object, role: str, deprecated: Optional[str] = None) -> int:
+    if deprecated is not None and getattr(config, deprecated, None):
+        return int(getattr(config, deprecated))
+    return int(getattr(getattr(config, role, None), "replicas", None) or 0)
+
+
+def nnodes_of(config: Any) -> tuple[int, int]:
+    """``(min_nodes, max_nodes)`` of an Elastic config's ``nnodes`` (an int, ``"N"`` or ``"min:max"``)."""
+    nnodes = config.nnodes
+    if isinstance(nnodes, int):
+        return nnodes, nnodes
+    low, _, high = str(nnodes).partition(":")
+    return int(low), int(high or low)
+
+
+def world_size_of(config: Any) -> int:
+    """How many processes a cluster would run user code in (elastic: nodes x processes per node)."""
+    kind = kind_of(config)
+    if kind == "pytorch":
+        return 1 + _replicas(config, "worker", "num_workers")
+    if kind == "elastic":
+        return nnodes_of(config)[1] * int(config.nproc_per_node)
+    if kind == "tensorflow":
+        return sum(_tf_counts(config).values())
+    if kind == "mpi":
+        return _replicas(config, "worker", "num_workers") * max(1, int(getattr(config, "slots", 1) or 1))
+    raise TypeError(f"no local world for a {type(config).__name__} task config")
+
+
+def _tf_counts(config: Any) -> dict[str, int]:
+    return {
+        "chief": _replicas(config, "chief", "num_chief_replicas"),
+        "ps": _replicas(config, "ps", "num_ps_replicas"),
+        "worker": _replicas(config, "worker", "num_workers"),
+        "evaluator": _replicas(config, "evaluator", "num_evaluator_replicas"),
+    }
+
+
+def plan_for(config: Any) -> WorldPlan:
+    """The local world for ``config`` (PyTorch, Elastic, TfJob, MPIJob or HorovodJob)."""
+    kind = kind_of(config)
+    if kind == "pytorch":
+        return pytorch_plan(_replicas(config, "worker", "num_workers"))
+    if kind == "elastic":
+        low, high = nnodes_of(config)
+        return elastic_plan(low, high, int(config.nproc_per_node), int(config.max_restarts))
+    if kind == "tensorflow":
+        return tf_plan(**_tf_counts(config))
+    if kind == "mpi":
+        return mpi_plan(world_size_of(config), type(config).__name__)
+    raise TypeError(f"no local world for a {type(config).__name__} task config")

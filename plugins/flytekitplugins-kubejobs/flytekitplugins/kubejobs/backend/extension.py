@@ -1,0 +1,130 @@
+"""Reading the ``kubejobs`` extension key of a custom (shape in ``flytekitplugins.kubejobs.extension``).
+
+Everything is checked here, so a malformed extension is a ``BuildError`` naming ``kubejobs.<path>``
+rather than an object the API server rejects later.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from ..extension import EXTENSION_KEY, EXTENSION_VERSION
+from ..fields import INT32_MAX
+from ..resources import check_quantity
+from .errors import BuildError
+
+__all__ = ["parse_extension", "apply_role_extension", "apply_run_policy_extension"]
+
+_ROLE_KEYS = {"nodeSelector", "tolerations", "affinity", "env", "volumes", "volumeMounts", "gpuResourceName", "resources"}
+
+
+def _dict(path: str, value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise BuildError(f"{path} must be an object, got {value!r}")
+    return dict(value)
+
+
+def _list_of_dicts(path: str, value: object, *, named: bool = False) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise BuildError(f"{path} must be a list, got {value!r}")
+    out = []
+    for i, item in enumerate(value):
+        item = _dict(f"{path}[{i}]", item)
+        if named and (not isinstance(item.get("name"), str) or not item["name"]):
+            raise BuildError(f"{path}[{i}] needs a non-empty name, got {item!r}")
+        out.append(item)
+    return out
+
+
+def _str_map(path: str, value: object) -> dict[str, str]:
+    out = _dict(path, value)
+    for key, item in out.items():
+        if not isinstance(item, str):
+            raise BuildError(f"{path}[{key!r}] must be a string, got {item!r}")
+    return out
+
+
+def _role(path: str, value: object) -> dict[str, Any]:
+    spec = copy.deepcopy(_dict(path, value))
+    unknown = set(spec) - _ROLE_KEYS
+    if unknown:
+        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(_ROLE_KEYS)}")
+    if "nodeSelector" in spec:
+        _str_map(f"{path}.nodeSelector", spec["nodeSelector"])
+    for key in ("tolerations", "volumeMounts"):
+        if key in spec:
+            _list_of_dicts(f"{path}.{key}", spec[key])
+    for key in ("env", "volumes"):
+        if key in spec:
+            _list_of_dicts(f"{path}.{key}", spec[key], named=True)
+    if "affinity" in spec:
+        _dict(f"{path}.affinity", spec["affinity"])
+    if "gpuResourceName" in spec and (not isinstance(spec["gpuResourceName"], str) or not spec["gpuResourceName"]):
+        raise BuildError(f"{path}.gpuResourceName must be a non-empty string, got {spec['gpuResourceName']!r}")
+    if "resources" in spec:
+        resources = _dict(f"{path}.resources", spec["resources"])
+        for side, amounts in resources.items():
+            if side not in ("requests", "limits"):
+                raise BuildError(f"{path}.resources has unknown key {side!r}; known: ['limits', 'requests']")
+            for name, quantity in _str_map(f"{path}.resources.{side}", amounts).items():
+                try:
+                    check_quantity(f"{path}.resources.{side}[{name!r}]", quantity)
+                except (TypeError, ValueError) as e:
+                    raise BuildError(str(e)) from e
+    return spec
+
+
+def parse_extension(custom: Mapping[str, Any], roles: tuple[str, ...]) -> dict[str, Any]:
+    """The checked extension of ``custom`` (``{}`` when absent); ``roles`` are the kind's role names."""
+    raw = custom.get(EXTENSION_KEY)
+    if raw is None:
+        return {}
+    ext = _dict(EXTENSION_KEY, raw)
+    version = ext.get("version", EXTENSION_VERSION)
+    if version != EXTENSION_VERSION:
+        raise BuildError(f"{EXTENSION_KEY}.version {version!r} is not supported (this backend reads version 1)")
+    out: dict[str, Any] = {"replicaSpecs": {}, "runPolicy": {}}
+    for name, spec in _dict(f"{EXTENSION_KEY}.replicaSpecs", ext.get("replicaSpecs") or {}).items():
+        if name not in roles:
+            raise BuildError(f"{EXTENSION_KEY}.replicaSpecs has unknown role {name!r}; this job has {list(roles)}")
+        out["replicaSpecs"][name] = _role(f"{EXTENSION_KEY}.replicaSpecs.{name}", spec)
+    run = _dict(f"{EXTENSION_KEY}.runPolicy", ext.get("runPolicy") or {})
+    path = f"{EXTENSION_KEY}.runPolicy"
+    for key, item in run.items():
+        if key == "suspend":
+            if not isinstance(item, bool):
+                raise BuildError(f"{path}.suspend must be true or false, got {item!r}")
+        elif key == "backoffLimit":
+            if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item <= INT32_MAX:
+                raise BuildError(f"{path}.backoffLimit must be an int >= 0, got {item!r}")
+        elif key == "schedulingPolicy":
+            item = copy.deepcopy(_dict(f"{path}.schedulingPolicy", item))
+        else:
+            raise BuildError(f"{path} has unknown key {key!r}; known: ['backoffLimit', 'schedulingPolicy', 'suspend']")
+        out["runPolicy"][key] = item
+    return out
+
+
+def apply_role_extension(spec: dict[str, Any], primary: dict[str, Any], ext: Optional[Mapping[str, Any]]) -> None:
+    """Lay a role's extension over its pod spec: node selector keys win, lists are appended,
+    an affinity replaces the kinds of affinity it names."""
+    if not ext:
+        return
+    if "nodeSelector" in ext:
+        spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **ext["nodeSelector"]}
+    if "tolerations" in ext:
+        spec["tolerations"] = [*(spec.get("tolerations") or []), *ext["tolerations"]]
+    if "affinity" in ext:
+        spec["affinity"] = {**(spec.get("affinity") or {}), **ext["affinity"]}
+    if "volumes" in ext:
+        spec["volumes"] = [*(spec.get("volumes") or []), *ext["volumes"]]
+    if "env" in ext:
+        primary["env"] = [*(primary.get("env") or []), *ext["env"]]
+    if "volumeMounts" in ext:
+        primary["volumeMounts"] = [*(primary.get("volumeMounts") or []), *ext["volumeMounts"]]
+
+
+def apply_run_policy_extension(run_policy: dict[str, Any], ext: Mapping[str, Any]) -> None:
+    run_policy.update(copy.deepcopy(dict(ext.get("runPolicy") or {})))

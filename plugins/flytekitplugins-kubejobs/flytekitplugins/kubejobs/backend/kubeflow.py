@@ -1,0 +1,255 @@
+"""PyTorchJob, TFJob and MPIJob specs from task_type_version 0 and 1 customs (Flyte's kfoperators plugins)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from flyteidl.plugins import mpi_pb2 as mpi_v0
+from flyteidl.plugins import pytorch_pb2 as pytorch_v0
+from flyteidl.plugins import tensorflow_pb2 as tensorflow_v0
+from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2, tensorflow_pb2
+
+from .config import BackendConfig
+from .decode import custom_dict, decode_custom
+from .errors import BuildError
+from .extension import apply_role_extension, apply_run_policy_extension, parse_extension
+from .pods import build_pod, primary_container
+from .resources import apply_platform_defaults, idl_to_k8s
+
+__all__ = ["BuildContext", "build_kubeflow_spec"]
+
+_RESTART = {0: "Never", 1: "OnFailure", 2: "Always"}
+_CLEAN_POD = {0: "None", 1: "Running", 2: "All"}
+
+
+@dataclass
+class BuildContext:
+    template: Any
+    metadata: Any
+    config: BackendConfig
+    name: str
+    template_vars: Optional[dict[str, str]]
+
+
+@dataclass
+class _Role:
+    """One role's settings after choosing ``common`` or the deprecated fields."""
+
+    replicas: int = 0
+    image: str = ""
+    resources: Any = None
+    restart_policy: int = 0
+    command: tuple[str, ...] = ()
+
+
+def _role_settings(rs: Any) -> _Role:
+    if rs is None:
+        return _Role()
+    source = rs.common if rs.HasField("common") else rs  # common wins wholesale (Flyte's rule)
+    return _Role(
+        replicas=source.replicas,
+        image=source.image,
+        resources=source.resources if source.HasField("resources") else None,
+        restart_policy=int(source.restart_policy),
+        command=tuple(getattr(rs, "command", ())),
+    )
+
+
+def _check_replicas(what: str, count: int) -> int:
+    if count < 0:
+        raise BuildError(f"{what} replicas must not be negative, got {count}")
+    return count
+
+
+def _replica_spec(
+    ctx: BuildContext, role_name: str, container: str, role: Optional[_Role], ext: dict[str, Any]
+) -> dict[str, Any]:
+    """``ToReplicaSpec`` (role None: v0, task settings only) or ``ToReplicaSpecWithOverrides``."""
+    role_ext = ext.get("replicaSpecs", {}).get(role_name, {})
+    gpu_name = role_ext.get("gpuResourceName") or ctx.config.k8s.gpu_resource_name
+    role_resources = None
+    if role is not None and role.resources is not None and (role.resources.requests or role.resources.limits):
+        field = f"{role_name}.resources"
+        role_resources = apply_platform_defaults(
+            field, idl_to_k8s(field, role.resources, gpu_name), ctx.config.k8s, gpu_name
+        )
+    pod = build_pod(
+        ctx.template,
+        ctx.metadata,
+        ctx.config,
+        container_name=ctx.name,
+        role_resources=role_resources,
+        extra_resources=role_ext.get("resources"),
+        gpu_name=gpu_name,
+        template_vars=ctx.template_vars,
+    )
+    primary = primary_container(pod.spec, pod.primary)
+    primary["name"] = container  # OverridePrimaryContainerName: only the first match
+    if role is not None:
+        if role.image:
+            primary["image"] = role.image
+        if role.command:
+            primary["args"] = list(role.command)  # Flyte puts the MPI role command into args
+    apply_role_extension(pod.spec, primary, role_ext)
+    k8s = ctx.config.k8s
+    md = ctx.metadata
+    return {
+        "replicas": 0,
+        "restartPolicy": _RESTART.get(role.restart_policy if role else 0, "Never"),
+        "template": {
+            "metadata": {
+                "labels": {**k8s.default_labels, **pod.labels, **md.labels},
+                "annotations": {**k8s.default_annotations, **pod.annotations, **md.annotations},
+            },
+            "spec": pod.spec,
+        },
+    }
+
+
+def _v1_role(ctx: BuildContext, msg: Any, field: str, role_name: str, container: str, ext: dict[str, Any],
+             master: bool = False) -> tuple[int, dict[str, Any]]:
+    role = _role_settings(getattr(msg, field) if msg.HasField(field) else None)
+    count = _check_replicas(role_name, role.replicas)
+    spec = _replica_spec(ctx, role_name, container, role, ext)
+    spec["replicas"] = 1 if master else count
+    return count, spec
+
+
+def _run_policy(msg: Any, ext: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if msg is not None and msg.HasField("run_policy"):
+        rp = msg.run_policy
+        out["cleanPodPolicy"] = _CLEAN_POD.get(int(rp.clean_pod_policy), "None")
+        for key, value in (("ttlSecondsAfterFinished", rp.ttl_seconds_after_finished),
+                           ("activeDeadlineSeconds", rp.active_deadline_seconds),
+                           ("backoffLimit", rp.backoff_limit)):
+            if value:
+                out[key] = value
+    apply_run_policy_extension(out, ext)
+    return out
+
+
+def _elastic(cfg: Any) -> dict[str, Any]:
+    return {"minReplicas": cfg.min_replicas, "maxReplicas": cfg.max_replicas, "rdzvBackend": cfg.rdzv_backend,
+            "nProcPerNode": cfg.nproc_per_node, "maxRestarts": cfg.max_restarts}
+
+
+def _copy(spec: dict[str, Any], replicas: int) -> dict[str, Any]:
+    out = copy.deepcopy(spec)
+    out["replicas"] = replicas
+    return out
+
+
+def _pytorch(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[str, Any]:
+    ext = parse_extension(custom, ("Master", "Worker"))
+    if version == 0:
+        msg0 = decode_custom(custom, pytorch_v0.DistributedPyTorchTrainingTask(), "pytorch custom (v0)")
+        workers = _check_replicas("Worker", msg0.workers)
+        master = _copy(_replica_spec(ctx, "Master", "pytorch", None, ext), 1)
+        worker = _copy(_replica_spec(ctx, "Worker", "pytorch", None, ext), workers)
+        elastic = msg0.elastic_config if msg0.HasField("elastic_config") else None
+        run_policy = _run_policy(None, ext)
+    else:
+        msg = decode_custom(custom, pytorch_pb2.DistributedPyTorchTrainingTask(), "pytorch custom")
+        _, master = _v1_role(ctx, msg, "master_replicas", "Master", "pytorch", ext, master=True)
+        workers, worker = _v1_role(ctx, msg, "worker_replicas", "Worker", "pytorch", ext)
+        env = worker["template"]["spec"]["containers"][0].setdefault("env", [])
+        env.append({"name": "_F_WN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
+        if ctx.config.k8s.enable_distributed_error_aggregation:
+            env.append({"name": "_F_DES", "value": "Earliest"})
+        elastic = msg.elastic_config if msg.HasField("elastic_config") else None
+        run_policy = _run_policy(msg, ext)
+    replica_specs = {"Master": master}
+    if workers > 0:
+        replica_specs["Worker"] = worker
+    spec: dict[str, Any] = {"pytorchReplicaSpecs": replica_specs, "runPolicy": run_policy}
+    if elastic is not None:
+        if workers <= 0:  # deviation: Flyte emits an empty pytorchReplicaSpecs, which the webhook rejects
+            raise BuildError("an elastic PyTorch job needs at least one worker (workerReplicas.replicas > 0)")
+        spec["elasticPolicy"] = _elastic(elastic)
+        del replica_specs["Master"]
+    return spec
+
+
+_TF_ROLES = (("Chief", "chief_replicas"), ("Worker", "worker_replicas"), ("PS", "ps_replicas"),
+             ("Evaluator", "evaluator_replicas"))
+
+
+def _tensorflow(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[str, Any]:
+    ext = parse_extension(custom, tuple(r for r, _ in _TF_ROLES))
+    specs: dict[str, Any] = {}
+    if version == 0:
+        msg0 = decode_custom(custom, tensorflow_v0.DistributedTensorflowTrainingTask(), "tensorflow custom (v0)")
+        counts = {"Chief": msg0.chief_replicas, "Worker": msg0.workers, "PS": msg0.ps_replicas,
+                  "Evaluator": msg0.evaluator_replicas}
+        for role_name, count in counts.items():
+            if _check_replicas(role_name, count) > 0:
+                specs[role_name] = _copy(_replica_spec(ctx, role_name, "tensorflow", None, ext), count)
+        run_policy = _run_policy(None, ext)
+    else:
+        msg = decode_custom(custom, tensorflow_pb2.DistributedTensorflowTrainingTask(), "tensorflow custom")
+        for role_name, field in _TF_ROLES:
+            role = _role_settings(getattr(msg, field) if msg.HasField(field) else None)
+            if _check_replicas(role_name, role.replicas) <= 0:
+                continue  # Flyte skips roles without replicas
+            specs[role_name] = _replica_spec(ctx, role_name, "tensorflow", role, ext)
+            specs[role_name]["replicas"] = role.replicas
+        run_policy = _run_policy(msg, ext)
+    if "Worker" not in specs:
+        raise BuildError("number of workers must be greater than 0")
+    return {"tfReplicaSpecs": specs, "runPolicy": run_policy}
+
+
+def _check_slots(slots: int) -> int:
+    if slots < 0:
+        raise BuildError(f"mpi custom: slots must not be negative, got {slots}")
+    return slots
+
+
+def _mpi(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[str, Any]:
+    ext = parse_extension(custom, ("Launcher", "Worker"))
+    if version == 0:
+        msg0 = decode_custom(custom, mpi_v0.DistributedMPITrainingTask(), "mpi custom (v0)")
+        launchers = max(msg0.num_launcher_replicas, 1)
+        workers = _check_replicas("Worker", msg0.num_workers)
+        launcher = _copy(_replica_spec(ctx, "Launcher", "mpi", None, ext), launchers)
+        worker = _copy(_replica_spec(ctx, "Worker", "mpi", None, ext), workers)
+        # deviation: an empty command gives [] (Go's strings.Split gives [""])
+        args = [a for a in ctx.template.config.get("worker_spec_command", "").split(" ") if a]
+        for c in worker["template"]["spec"]["containers"]:
+            if c.get("name") == "mpi":
+                c["args"], c["command"] = list(args), []
+        slots = _check_slots(msg0.slots) or 1  # deviation: proto3 0 means unset; the operator needs >= 1
+        run_policy = _run_policy(None, ext)
+    else:
+        msg = decode_custom(custom, mpi_pb2.DistributedMPITrainingTask(), "mpi custom")
+        _, launcher = _v1_role(ctx, msg, "launcher_replicas", "Launcher", "mpi", ext, master=True)
+        workers, worker = _v1_role(ctx, msg, "worker_replicas", "Worker", "mpi", ext)
+        # deviation: Flyte ignores slots and always writes 1; the slots the mpirun line uses must match
+        slots = _check_slots(msg.slots) or 1
+        run_policy = _run_policy(msg, ext)
+    if workers <= 0:
+        raise BuildError("number of workers must be greater than 0")
+    return {"slotsPerWorker": slots, "runPolicy": run_policy,
+            "mpiReplicaSpecs": {"Launcher": launcher, "Worker": worker}}
+
+
+_BUILDERS: dict[str, Callable[[BuildContext, dict[str, Any], int], dict[str, Any]]] = {
+    "pytorch": _pytorch,
+    "tensorflow": _tensorflow,
+    "mpi": _mpi,
+}
+
+
+def build_kubeflow_spec(ctx: BuildContext) -> dict[str, Any]:
+    """The ``spec`` of the Training Operator job for ``ctx.template`` (type pytorch, tensorflow or mpi)."""
+    version = ctx.template.task_type_version
+    if version not in (0, 1):
+        raise BuildError(
+            f"[BadTaskSpecification] unsupported task template version [{version}] for task type "
+            f"{ctx.template.type!r}: this backend reads versions 0 and 1"
+        )
+    return _BUILDERS[ctx.template.type](ctx, custom_dict(ctx.template), version)

@@ -1,0 +1,169 @@
+"""Connector settings: one YAML file holding the connector's own section and the backend's ``plugins:``.
+
+::
+
+    connector:
+      namespaces: [flytesnacks-development]   # only these namespaces (empty: any)
+      kubeconfig: null                         # null: in-cluster service account
+      context: null
+      cache: true                              # watch-backed cache for get()
+      request-timeout: 10s
+      watch-timeout: 5m
+    plugins:                                   # the plugins: section of the FlytePropeller config
+      k8s: {default-cpus: 500m}
+      logs: {kubernetes-enabled: true}
+
+The file is named by ``$KUBEJOBS_CONNECTOR_CONFIG``; single settings can be overridden by
+``KUBEJOBS_CONNECTOR_<KEY>`` variables (``KUBEJOBS_CONNECTOR_CACHE=false``,
+``KUBEJOBS_CONNECTOR_NAMESPACES=a,b``). The environment is read, never changed.
+
+>>> s = ConnectorSettings.from_mapping({"connector": {"cache": False, "request-timeout": "3s"}})
+>>> s.cache, s.request_timeout
+(False, 3.0)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+if TYPE_CHECKING:
+    from ..backend import BackendConfig
+
+__all__ = ["CONFIG_ENV", "ConnectorSettings"]
+
+CONFIG_ENV = "KUBEJOBS_CONNECTOR_CONFIG"
+_ENV_PREFIX = "KUBEJOBS_CONNECTOR_"
+_DURATIONS = {
+    "request_timeout",
+    "connect_timeout",
+    "watch_timeout",
+    "retry_base_delay",
+    "retry_max_delay",
+    "retry_deadline",
+}
+
+
+def _duration(name: str, value: object) -> float:
+    from ..backend.config import parse_go_duration
+
+    seconds = parse_go_duration(name, value)
+    if seconds <= 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return seconds
+
+
+@dataclass(frozen=True)
+class ConnectorSettings:
+    """How the connector reaches Kubernetes; ``backend`` is the object-building configuration."""
+
+    #: Namespaces jobs may be created in; empty allows any (RBAC still applies).
+    namespaces: tuple[str, ...] = ()
+    #: Kubeconfig file and context; both None means the in-cluster service account.
+    kubeconfig: Optional[str] = None
+    context: Optional[str] = None
+    #: Serve get() from a watch-backed cache per kind and namespace (off: one GET per call).
+    cache: bool = True
+    #: Longest a cache keeps objects for one kind and namespace; beyond it get() falls back to GETs.
+    cache_max_objects: int = 50_000
+    connect_timeout: float = 5.0
+    request_timeout: float = 10.0
+    #: Length of one watch request; the cache reconnects from its last resourceVersion after it.
+    watch_timeout: float = 300.0
+    retry_attempts: int = 8
+    retry_base_delay: float = 0.2
+    retry_max_delay: float = 10.0
+    #: A call gives up once this much time has gone by, whatever the attempts left.
+    retry_deadline: float = 60.0
+    #: Threads running blocking client calls (also the HTTP connection pool size).
+    workers: int = 32
+    backend: Optional[BackendConfig] = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.namespaces, str) or not all(isinstance(n, str) and n for n in self.namespaces):
+            raise TypeError(f"ConnectorSettings.namespaces must be a list of names, got {self.namespaces!r}")
+        object.__setattr__(self, "namespaces", tuple(self.namespaces))
+        for name in ("kubeconfig", "context"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise TypeError(f"ConnectorSettings.{name} must be a non-empty string or null, got {value!r}")
+        if not isinstance(self.cache, bool):
+            raise TypeError(f"ConnectorSettings.cache must be true or false, got {self.cache!r}")
+        for name in ("cache_max_objects", "retry_attempts", "workers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"ConnectorSettings.{name} must be a positive int, got {value!r}")
+        for name in _DURATIONS:
+            object.__setattr__(self, name, _duration(f"ConnectorSettings.{name}", getattr(self, name)))
+
+    @property
+    def backend_config(self) -> BackendConfig:
+        from ..backend import BackendConfig
+
+        return self.backend if self.backend is not None else BackendConfig()
+
+    def with_(self, **changes: Any) -> ConnectorSettings:
+        """A copy with some settings changed (``settings.with_(cache=False)``)."""
+        return replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], env: Optional[Mapping[str, str]] = None) -> ConnectorSettings:
+        """From a parsed config file (``connector:`` and ``plugins:`` keys), then ``env`` overrides."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"the connector config must be a mapping, got {type(data).__name__}")
+        section = data.get("connector") or {}
+        if not isinstance(section, Mapping):
+            raise TypeError(f"connector must be a mapping, got {section!r}")
+        known = {f.name for f in fields(cls)} - {"backend"}
+        kw: dict[str, Any] = {}
+        for key, value in section.items():
+            attr = str(key).replace("-", "_")
+            if attr not in known:
+                raise ValueError(f"connector.{key} is not a connector setting (known: {sorted(known)})")
+            kw[attr] = tuple(value or ()) if attr == "namespaces" and isinstance(value, list) else value
+        for key, raw in (env or {}).items():
+            if key.startswith(_ENV_PREFIX) and key != CONFIG_ENV:
+                attr = key[len(_ENV_PREFIX) :].lower()
+                if attr in known:
+                    kw[attr] = _from_env(attr, raw)
+        plugins = data.get("plugins")
+        if plugins is not None:
+            from ..backend import BackendConfig
+
+            kw["backend"] = BackendConfig.from_flyte_config(plugins, crd_dir=data.get("crd-dir"))
+        return cls(**kw)
+
+    @classmethod
+    def from_yaml(cls, path_or_text: Union[str, Path], env: Optional[Mapping[str, str]] = None) -> ConnectorSettings:
+        """From a YAML file (path) or YAML text."""
+        import yaml
+
+        text = str(path_or_text)
+        if isinstance(path_or_text, Path) or ("\n" not in text and Path(text).is_file()):
+            text = Path(text).read_text()
+        return cls.from_mapping(yaml.safe_load(text) or {}, env)
+
+    @classmethod
+    def from_env(cls, env: Optional[Mapping[str, str]] = None) -> ConnectorSettings:
+        """The file named by ``$KUBEJOBS_CONNECTOR_CONFIG`` (defaults without it) plus env overrides."""
+        env = os.environ if env is None else env
+        path = env.get(CONFIG_ENV)
+        return cls.from_yaml(Path(path), env) if path else cls.from_mapping({}, env)
+
+
+def _from_env(attr: str, raw: str) -> Any:
+    if attr == "namespaces":
+        return tuple(n.strip() for n in raw.split(",") if n.strip())
+    if attr == "cache":
+        if raw.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"{_ENV_PREFIX}CACHE must be true or false, got {raw!r}")
+        return raw.lower() in ("true", "1")
+    if attr in ("cache_max_objects", "retry_attempts", "workers"):
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{_ENV_PREFIX}{attr.upper()} must be an int, got {raw!r}") from None
+    return raw

@@ -1,0 +1,103 @@
+"""The connector's process-wide state: settings, backend configuration, API client and job cache.
+
+Built on first use (from ``$KUBEJOBS_CONNECTOR_CONFIG``), so registering the connectors at
+``import flytekit`` costs nothing; ``configure()`` replaces it (tests, embedding), ``shutdown()``
+stops the cache threads and the client's thread pool.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Optional
+
+from .client import ApiError
+
+if TYPE_CHECKING:
+    from ..backend import BackendConfig
+    from ..operators import JobKind
+    from .cache import JobCache
+    from .client import KubeClient
+    from .config import ConnectorSettings
+
+__all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "Runtime", "configure", "runtime", "shutdown"]
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "flytekitplugins-kubejobs"
+Obj = dict[str, Any]
+
+
+class Runtime:
+    """Everything a connector call needs, shared by the connectors of the four task types."""
+
+    def __init__(self, settings: ConnectorSettings, client: Optional[KubeClient] = None):
+        from .cache import JobCache
+        from .client import KubeClient
+
+        self.settings = settings
+        self.backend: BackendConfig = settings.backend_config
+        self.client = client or KubeClient(settings)
+        self.cache: Optional[JobCache] = (
+            JobCache(self.client, f"{MANAGED_BY_LABEL}={MANAGED_BY}", settings.cache_max_objects)
+            if settings.cache
+            else None
+        )
+
+    def watch(self, kind: JobKind, namespace: str) -> None:
+        """Start the cache for this kind and namespace (no-op without a cache)."""
+        if self.cache is not None:
+            self.cache.informer(kind, namespace)
+
+    async def read(self, kind: JobKind, namespace: str, name: str) -> Optional[Obj]:
+        """The object from the cache, else from a direct GET; None when it does not exist."""
+        if self.cache is not None:
+            found = self.cache.lookup(kind, namespace, name)
+            if found is not None and found.obj is not None:
+                return found.obj
+            if found is not None and found.deleted:
+                return None
+        try:
+            return await self.client.get(kind, namespace, name)
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+        self.client.close()
+
+
+_lock = threading.Lock()
+_current: Optional[Runtime] = None
+
+
+def runtime() -> Runtime:
+    """The current runtime, built from the environment's configuration on first use."""
+    global _current
+    with _lock:
+        if _current is None:
+            from .config import ConnectorSettings
+
+            _current = Runtime(ConnectorSettings.from_env())
+        return _current
+
+
+def configure(settings: ConnectorSettings) -> Runtime:
+    """Replace the runtime with one built from ``settings`` (the previous one is shut down)."""
+    global _current
+    fresh = Runtime(settings)
+    with _lock:
+        old, _current = _current, fresh
+    if old is not None:
+        old.close()
+    return fresh
+
+
+def shutdown() -> None:
+    """Stop the cache threads and the client; the next call builds a fresh runtime."""
+    global _current
+    with _lock:
+        old, _current = _current, None
+    if old is not None:
+        old.close()

@@ -1,0 +1,126 @@
+"""Starting Ray before a Ray task's function runs: a local Ray for local runs, the job's cluster on Flyte.
+
+Local runs (``pyflyte run`` without ``--remote``, or calling the task) get a real, CPU-only Ray with the
+config's runtime_env applied. It is started once and reused by the following Ray tasks of the process; a
+task with a different ``runtime_env``/``address`` restarts it (Ray fixes a job's runtime env at
+``ray.init``). A Ray the caller started is reused as is. Ray is shut down at process exit.
+
+``ray`` is imported here only, inside the functions.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import warnings
+from types import ModuleType
+from typing import Any, Optional
+
+from .runtime_env import driver_runtime_env
+
+__all__ = [
+    "import_ray",
+    "machine_cpus",
+    "ensure_local_ray",
+    "shutdown_local_ray",
+    "job_runtime_env",
+    "attach_to_job_cluster",
+]
+
+# Ray's own name for the env var through which `ray job submit` hands the job config to the driver.
+_RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+
+_lock = threading.Lock()
+# (address, runtime env as canonical JSON) of the Ray this module started, or None.
+_started: Optional[tuple[Optional[str], str]] = None
+_atexit_registered = False
+
+
+def import_ray() -> ModuleType:
+    """``import ray``, with an error naming the extra to install."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError("Ray tasks need the ray package to run: pip install 'flytekitplugins-raycluster[ray]'") from e
+    return ray
+
+
+def machine_cpus() -> int:
+    """CPUs this process may use (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _key(address: Optional[str], runtime_env: Optional[dict[str, Any]]) -> tuple[Optional[str], str]:
+    return address, json.dumps(runtime_env or {}, sort_keys=True)
+
+
+def ensure_local_ray(
+    address: Optional[str], runtime_env: Optional[dict[str, Any]], *, num_cpus: Optional[int] = None
+) -> None:
+    """Make sure a Ray with ``runtime_env`` is initialized in this process.
+
+    Without ``address`` a local Ray is started with ``min(num_cpus, machine CPUs)`` CPUs (all the
+    machine's when ``num_cpus`` is None) and no GPUs; with one, Ray connects to that cluster.
+    """
+    global _started, _atexit_registered
+    ray = import_ray()
+    key = _key(address, runtime_env)
+    with _lock:
+        if ray.is_initialized():
+            if _started == key:
+                return
+            if _started is None:
+                if runtime_env:
+                    warnings.warn(
+                        "Ray was already initialized by the caller; the task's runtime_env is not applied to it",
+                        UserWarning,
+                        stacklevel=3,
+                    )
+                return
+            ray.shutdown()  # ours, with another runtime env or address
+            _started = None
+        kwargs: dict[str, Any] = {"runtime_env": runtime_env or None}
+        if address is None:
+            cpus = machine_cpus() if num_cpus is None else max(1, min(num_cpus, machine_cpus()))
+            kwargs.update(num_cpus=cpus, num_gpus=0, include_dashboard=False)
+        ray.init(address=address, **kwargs)
+        _started = key
+        if not _atexit_registered:
+            atexit.register(shutdown_local_ray)
+            _atexit_registered = True
+
+
+def shutdown_local_ray() -> None:
+    """Shut down the Ray this module started, if any (a caller's Ray is left alone)."""
+    global _started
+    with _lock:
+        if _started is None:
+            return
+        _started = None
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+def job_runtime_env() -> Optional[dict[str, Any]]:
+    """The runtime env Ray injected for the job this process is the driver of (None outside a Ray job)."""
+    raw = os.environ.get(_RAY_JOB_CONFIG_ENV)
+    if not raw:
+        return None
+    env = json.loads(raw).get("runtime_env")
+    return dict(env) if isinstance(env, dict) else {}
+
+
+def attach_to_job_cluster(address: Optional[str], runtime_env: Optional[dict[str, Any]]) -> None:
+    """On Flyte: connect to the job's Ray cluster and ship the working directory to its workers,
+    merged with the job's runtime env instead of conflicting with it."""
+    ray = import_ray()
+    if ray.is_initialized():
+        return
+    env = driver_runtime_env(runtime_env, job_runtime_env(), os.getcwd())
+    ray.init(address=address, runtime_env=env or None)

@@ -1,0 +1,98 @@
+"""RayJobConfig -> ``flyteidl.plugins.RayJob`` -> the task's custom (``MessageToDict``). Pure.
+
+What a stock Flyte backend reads, as flytekitplugins-ray writes it: per-group resources in the group's
+``k8sPod.podSpec`` (container ``ray-head``/``ray-worker``), explicit min/max replicas, the runtime env both
+as ``runtimeEnvYaml`` and base64 JSON ``runtimeEnv`` (KubeRay < 1.1), shutdown and TTL.
+
+>>> from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+>>> ray_job_custom(RayJobConfig([WorkerNodeConfig("workers", replicas=1)]))
+{'rayCluster': {'workerGroupSpec': [{'groupName': 'workers', 'replicas': 1, 'minReplicas': 1, 'maxReplicas': 1}]}}
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Optional
+
+from flyteidl.core import literals_pb2, tasks_pb2
+from flyteidl.plugins import ray_pb2
+from flytekitplugins.kubejobs.idl import resources_to_idl
+from flytekitplugins.kubejobs.resources import resources_to_k8s
+from google.protobuf import json_format
+
+from .config import AutoscalerOptionsConfig, RayJobConfig
+
+__all__ = ["k8s_pod_to_idl", "ray_job_proto", "ray_job_custom"]
+
+
+def k8s_pod_to_idl(pod: dict[str, Any]) -> tasks_pb2.K8sPod:
+    """A ``k8sPod`` dict (``metadata``, ``podSpec``, ``primaryContainerName``) as the flyteidl message."""
+    msg = json_format.ParseDict(pod, tasks_pb2.K8sPod())
+    msg.metadata.SetInParent()  # flytekit always sends metadata, even empty
+    return msg
+
+
+def _autoscaler_options(options: AutoscalerOptionsConfig) -> ray_pb2.AutoscalerOptions:
+    msg = ray_pb2.AutoscalerOptions()
+    if options.upscaling_mode is not None:
+        msg.upscaling_mode = int(options.upscaling_mode)
+    if options.idle_timeout_seconds is not None:
+        msg.idle_timeout_seconds = options.idle_timeout_seconds
+    for key, value in (options.env or {}).items():
+        msg.env.append(literals_pb2.KeyValuePair(key=key, value=value))
+    if options.image:
+        msg.image = options.image
+    resources = resources_to_idl(resources_to_k8s(options.requests), resources_to_k8s(options.limits))
+    if resources is not None:
+        msg.resources.CopyFrom(resources)
+    msg.resources.SetInParent()  # flytekit always sends resources, even empty
+    return msg
+
+
+def _runtime_env_fields(runtime_env: Optional[dict[str, Any]]) -> dict[str, str]:
+    if not runtime_env:
+        return {}
+    import yaml
+
+    return {
+        # Deprecated field, read by backends for KubeRay < 1.1; same JSON as flytekitplugins-ray.
+        "runtime_env": base64.b64encode(json.dumps(runtime_env).encode()).decode(),
+        "runtime_env_yaml": yaml.safe_dump(runtime_env),
+    }
+
+
+def ray_job_proto(cfg: RayJobConfig) -> ray_pb2.RayJob:
+    job = ray_pb2.RayJob(**_runtime_env_fields(cfg.runtime_env))
+    cluster = job.ray_cluster
+    cluster.SetInParent()  # Flyte's backend dereferences ray_cluster unconditionally
+    head = cfg.head_node_config
+    if head is not None:
+        cluster.head_group_spec.SetInParent()
+        cluster.head_group_spec.ray_start_params.update(head.ray_start_params or {})
+        if head.k8s_pod is not None:
+            cluster.head_group_spec.k8s_pod.CopyFrom(k8s_pod_to_idl(head.k8s_pod))
+    for group in cfg.worker_node_config:
+        spec = cluster.worker_group_spec.add(
+            group_name=group.group_name,
+            replicas=group.replicas,
+            min_replicas=group.effective_min_replicas,
+            max_replicas=group.effective_max_replicas,
+        )
+        spec.ray_start_params.update(group.ray_start_params or {})
+        if group.k8s_pod is not None:
+            spec.k8s_pod.CopyFrom(k8s_pod_to_idl(group.k8s_pod))
+    cluster.enable_autoscaling = cfg.enable_autoscaling
+    if cfg.autoscaler_options is not None:
+        cluster.autoscaler_options.CopyFrom(_autoscaler_options(cfg.autoscaler_options))
+    job.shutdown_after_job_finishes = cfg.shutdown_after_job_finishes
+    ttl = cfg.effective_ttl_seconds_after_finished
+    if ttl is not None:
+        job.ttl_seconds_after_finished = ttl
+    return job
+
+
+def ray_job_custom(cfg: RayJobConfig) -> dict[str, Any]:
+    """The task's ``custom``: ``MessageToDict`` of :func:`ray_job_proto`."""
+    custom: dict[str, Any] = json_format.MessageToDict(ray_job_proto(cfg))
+    return custom

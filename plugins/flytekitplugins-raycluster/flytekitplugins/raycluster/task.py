@@ -1,0 +1,49 @@
+"""The Ray task type: ``@task(task_config=RayJobConfig(...))`` builds a :class:`RayFunctionTask`.
+
+It serializes as task type ``ray`` with a ``flyteidl.plugins.RayJob`` custom (any stock Flyte backend with
+the Ray plugin runs it as a KubeRay RayJob), and starts or attaches to Ray before the function runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Optional
+
+from flytekit.configuration import SerializationSettings
+from flytekit.core.context_manager import ExecutionParameters, FlyteContextManager
+from flytekit.core.python_function_task import PythonFunctionTask
+from flytekit.extend import TaskPlugins
+
+from .config import RayJobConfig
+from .local import attach_to_job_cluster, ensure_local_ray
+from .serialize import ray_job_custom
+
+__all__ = ["RAY_TASK_TYPE", "RayFunctionTask"]
+
+RAY_TASK_TYPE = "ray"
+
+
+class RayFunctionTask(PythonFunctionTask[RayJobConfig]):  # type: ignore[misc]
+    """A Python function run as the driver of a Ray job."""
+
+    _RAY_TASK_TYPE = RAY_TASK_TYPE
+
+    def __init__(self, task_config: RayJobConfig, task_function: Callable[..., Any], **kwargs: Any) -> None:
+        if not isinstance(task_config, RayJobConfig):
+            raise TypeError(f"task_config must be a RayJobConfig, got {task_config!r}")
+        super().__init__(task_config=task_config, task_type=RAY_TASK_TYPE, task_function=task_function, **kwargs)
+
+    def pre_execute(self, user_params: Optional[ExecutionParameters]) -> Optional[ExecutionParameters]:
+        cfg: RayJobConfig = self.task_config
+        state = FlyteContextManager.current_context().execution_state
+        if state is None or state.is_local_execution():
+            ensure_local_ray(cfg.address, cfg.runtime_env)
+        else:
+            attach_to_job_cluster(cfg.address, cfg.runtime_env)
+        return user_params
+
+    def get_custom(self, settings: SerializationSettings) -> Optional[dict[str, Any]]:
+        return ray_job_custom(self.task_config)
+
+
+TaskPlugins.register_pythontask_plugin(RayJobConfig, RayFunctionTask)

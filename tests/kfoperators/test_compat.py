@@ -1,0 +1,177 @@
+"""Compatibility with configs written for the official plugins: deprecated fields, shared memory,
+pod templates, and never touching the user's objects or environment."""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from flytekit import PodTemplate, task
+from flytekitplugins.kfoperators import (
+    PS,
+    Chief,
+    Elastic,
+    Evaluator,
+    HorovodJob,
+    Launcher,
+    MPIJob,
+    PyTorch,
+    TfJob,
+    Worker,
+)
+from google.protobuf.json_format import MessageToDict
+from kubernetes.client import V1Container, V1PodSpec, V1Volume, V1VolumeMount
+
+from .task_functions import train
+
+Register = Callable[[Any], Any]
+
+
+@pytest.mark.parametrize(
+    ("make", "replacement", "role", "replicas"),
+    [
+        (lambda: PyTorch(num_workers=3), "PyTorch(worker=Worker(replicas=3))", "worker", 3),
+        (lambda: TfJob(num_workers=2), "TfJob(worker=Worker(replicas=2))", "worker", 2),
+        (lambda: TfJob(worker=Worker(replicas=1), num_ps_replicas=2), "TfJob(ps=PS(replicas=2))", "ps", 2),
+        (lambda: TfJob(worker=Worker(replicas=1), num_chief_replicas=1), "TfJob(chief=Chief(replicas=1))", "chief", 1),
+        (
+            lambda: TfJob(worker=Worker(replicas=1), num_evaluator_replicas=1),
+            "TfJob(evaluator=Evaluator(replicas=1))",
+            "evaluator",
+            1,
+        ),
+        (lambda: MPIJob(num_workers=4), "MPIJob(worker=Worker(replicas=4))", "worker", 4),
+        (
+            lambda: MPIJob(worker=Worker(replicas=1), num_launcher_replicas=1),
+            "MPIJob(launcher=Launcher(replicas=1))",
+            "launcher",
+            1,
+        ),
+        (lambda: HorovodJob(num_workers=2), "HorovodJob(worker=Worker(replicas=2))", "worker", 2),
+    ],
+)
+def test_deprecated_counts_work_and_name_their_replacement(
+    make: Callable[[], Any], replacement: str, role: str, replicas: int
+) -> None:
+    with pytest.warns(DeprecationWarning) as record:
+        config = make()
+    assert any(replacement in str(w.message) for w in record), [str(w.message) for w in record]
+    assert getattr(config, role).replicas == replicas
+
+
+@pytest.mark.parametrize(
+    ("make", "role", "replicas"),
+    [
+        (lambda: PyTorch(num_workers=3, worker=Worker(replicas=2)), "worker", 2),
+        (lambda: TfJob(num_ps_replicas=4, ps=PS(replicas=1), worker=Worker(replicas=1)), "ps", 1),
+        (
+            lambda: TfJob(num_evaluator_replicas=2, evaluator=Evaluator(replicas=1), worker=Worker(replicas=1)),
+            "evaluator",
+            1,
+        ),
+        (lambda: MPIJob(num_workers=5, worker=Worker(replicas=2)), "worker", 2),
+    ],
+)
+def test_a_per_role_count_wins_over_a_deprecated_one_with_a_warning(
+    make: Callable[[], Any], role: str, replicas: int
+) -> None:
+    with pytest.warns(Warning) as record:
+        config = make()
+    categories = {w.category for w in record}
+    assert categories == {DeprecationWarning, UserWarning}
+    assert any(f"{role}.replicas={replicas} is used" in str(w.message) for w in record)
+    assert getattr(config, role).replicas == replicas
+
+
+def test_applying_a_deprecated_count_leaves_the_users_role_alone() -> None:
+    worker = Worker(image="reg/w")
+    with pytest.deprecated_call():
+        config = PyTorch(worker=worker, num_workers=2)
+    assert worker.replicas is None and config.worker.replicas == 2 and config.worker.image == "reg/w"
+
+
+def test_chief_and_ps_default_to_zero_and_the_launcher_to_one(register: Register) -> None:
+    tf = TfJob(worker=Worker(replicas=2))
+    assert (tf.chief, tf.ps, tf.evaluator.replicas) == (Chief(), PS(), 0)
+    custom = register(task(task_config=MPIJob(worker=Worker(replicas=2)))(train)).custom
+    assert custom["launcherReplicas"]["common"]["replicas"] == 1
+    assert Launcher().replicas is None
+
+
+def test_default_configs_do_not_warn_about_shared_memory(register: Register) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        configs = [
+            PyTorch(worker=Worker(replicas=1)),
+            Elastic(),
+            PyTorch(worker=Worker(replicas=1), increase_shared_mem=False),
+        ]
+        templates = [register(task(task_config=c)(train)) for c in configs]
+    for template in templates:
+        assert template.HasField("container") and not template.HasField("k8s_pod")
+        assert not template.extended_resources.HasField("shared_memory")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: PyTorch(worker=Worker(replicas=1), increase_shared_mem=True), lambda: Elastic(increase_shared_mem=True)],
+)
+def test_explicit_increase_shared_mem_warns_and_means_task_shared_memory(
+    register: Register, make: Callable[[], Any]
+) -> None:
+    with pytest.warns(DeprecationWarning, match=r"@task\(shared_memory=True\)"):
+        config = make()
+    template = register(task(task_config=config)(train))
+    assert template.extended_resources.HasField("shared_memory")
+
+
+def _pod_template() -> PodTemplate:
+    return PodTemplate(
+        primary_container_name="primary",
+        pod_spec=V1PodSpec(
+            containers=[V1Container(name="primary", volume_mounts=[V1VolumeMount(name="data", mount_path="/data")])],
+            volumes=[V1Volume(name="data")],
+        ),
+        labels={"team": "ml"},
+    )
+
+
+def test_one_pod_template_serves_several_tasks_and_is_never_changed(register: Register) -> None:
+    template = _pod_template()
+    snapshot = copy.deepcopy(template)
+    configs = [
+        PyTorch(worker=Worker(replicas=2)),
+        PyTorch(worker=Worker(replicas=1), increase_shared_mem=False),
+        Elastic(nnodes=2),
+        TfJob(worker=Worker(replicas=1)),
+        MPIJob(worker=Worker(replicas=1)),
+    ]
+    pods = []
+    for config in configs:
+        registered = register(task(task_config=config, pod_template=template)(train))
+        pods.append(MessageToDict(registered.k8s_pod.pod_spec))
+    with pytest.warns(DeprecationWarning):
+        shm = PyTorch(worker=Worker(replicas=1), increase_shared_mem=True)
+    pods.append(MessageToDict(register(task(task_config=shm, pod_template=template)(train)).k8s_pod.pod_spec))
+    assert template == snapshot
+    for pod in pods:  # each task got the template once: no duplicated volume or mount
+        assert pod["volumes"] == [{"name": "data"}]
+        assert pod["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+
+
+def test_config_objects_are_reusable_across_tasks(register: Register) -> None:
+    config = PyTorch(worker=Worker(replicas=2))
+    first = register(task(task_config=config)(train))
+    second = register(task(task_config=config, requests=None)(train))
+    assert first.custom == second.custom
+
+
+def test_serialization_never_touches_os_environ(register: Register) -> None:
+    before = dict(os.environ)
+    for config in (PyTorch(worker=Worker(replicas=1)), Elastic(nproc_per_node=4), TfJob(worker=Worker(replicas=1))):
+        register(task(task_config=config)(train))
+    assert dict(os.environ) == before

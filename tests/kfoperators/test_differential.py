@@ -1,0 +1,329 @@
+"""Differential tests: the same config written for the official plugins (flytekitplugins-kfpytorch,
+-kftensorflow, -kfmpi 1.16, installed) and for ours registers to a task that a Flyte backend reads the
+same way: task type and version, every role's effective replicas/image/resources/restart policy
+(through ``common`` and through the deprecated fields), run policy, elastic config, slots, MPI
+commands and the MPI/Horovod container args."""
+
+from __future__ import annotations
+
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import flytekitplugins.kfmpi as official_mpi
+import flytekitplugins.kfoperators as ours
+import flytekitplugins.kfpytorch as official_pytorch
+import flytekitplugins.kftensorflow as official_tf
+import pytest
+from flytekit import Resources, task
+from flytekit.configuration import ImageConfig, SerializationSettings
+from flytekit.tools.translator import get_serializable
+from google.protobuf.json_format import MessageToDict
+
+from .backend_view import backend_view
+from .task_functions import train
+
+SETTINGS = SerializationSettings(
+    project="proj", domain="dev", version="v1", image_config=ImageConfig.auto(img_name="registry.example/flyte:1.0")
+)
+
+Builder = Callable[[Any], Any]
+GPU = Resources(gpu="1")
+
+# (id, official module, builder(ns) -> config); every builder uses only fields of the official API.
+PYTORCH: list[tuple[str, Builder]] = [
+    ("minimal", lambda m: m.PyTorch(worker=m.Worker(replicas=2))),
+    ("deprecated-num-workers", lambda m: m.PyTorch(num_workers=3)),
+    ("num-workers-zero-and-replicas", lambda m: m.PyTorch(num_workers=0, worker=m.Worker(replicas=2))),
+    ("num-workers-and-zero-replicas", lambda m: m.PyTorch(num_workers=3, worker=m.Worker(replicas=0))),
+    (
+        "worker-all-fields",
+        lambda m: m.PyTorch(
+            worker=m.Worker(
+                image="reg/worker:1",
+                requests=Resources(cpu="2", mem="4Gi"),
+                limits=Resources(cpu="4", mem="8Gi", gpu="1"),
+                replicas=4,
+                restart_policy=m.RestartPolicy.FAILURE,
+            )
+        ),
+    ),
+    (
+        "master-and-worker",
+        lambda m: m.PyTorch(
+            master=m.Master(image="reg/master:1", requests=Resources(cpu="1"), restart_policy=m.RestartPolicy.ALWAYS),
+            worker=m.Worker(replicas=2, restart_policy=m.RestartPolicy.NEVER, requests=GPU, limits=GPU),
+        ),
+    ),
+    (
+        "master-limits-positional",
+        lambda m: m.PyTorch(m.Master("reg/m:2", None, Resources(cpu="500m", mem="1Gi", gpu=2)), m.Worker(replicas=1)),
+    ),
+    (
+        "run-policy-all",
+        lambda m: m.PyTorch(
+            worker=m.Worker(replicas=2),
+            run_policy=m.RunPolicy(
+                clean_pod_policy=m.CleanPodPolicy.ALL,
+                ttl_seconds_after_finished=100,
+                active_deadline_seconds=200,
+                backoff_limit=3,
+            ),
+        ),
+    ),
+    (
+        "run-policy-none",
+        lambda m: m.PyTorch(
+            worker=m.Worker(replicas=1), run_policy=m.RunPolicy(clean_pod_policy=m.CleanPodPolicy.NONE)
+        ),
+    ),
+    (
+        "run-policy-running-backoff",
+        lambda m: m.PyTorch(
+            worker=m.Worker(replicas=1),
+            run_policy=m.RunPolicy(clean_pod_policy=m.CleanPodPolicy.RUNNING, backoff_limit=5),
+        ),
+    ),
+    (
+        "run-policy-ttl-only",
+        lambda m: m.PyTorch(worker=m.Worker(replicas=1), run_policy=m.RunPolicy(ttl_seconds_after_finished=60)),
+    ),
+    ("zero-workers", lambda m: m.PyTorch(worker=m.Worker(replicas=0))),
+    ("no-shared-mem", lambda m: m.PyTorch(worker=m.Worker(replicas=2), increase_shared_mem=False)),
+    (
+        "limits-numbers",
+        lambda m: m.PyTorch(worker=m.Worker(replicas=1, limits=Resources(cpu=1.5, mem=1024, ephemeral_storage="10Gi"))),
+    ),
+]
+
+ELASTIC: list[tuple[str, Builder]] = [
+    ("default", lambda m: m.Elastic()),
+    ("one-node-four-procs", lambda m: m.Elastic(nnodes=1, nproc_per_node=4)),
+    ("two-nodes", lambda m: m.Elastic(nnodes=2, nproc_per_node=8)),
+    (
+        "range-restarts-rdzv",
+        lambda m: m.Elastic(nnodes="2:4", max_restarts=3, rdzv_configs={"timeout": 1200, "join_timeout": 900}),
+    ),
+    (
+        "run-policy-fork",
+        lambda m: m.Elastic(
+            nnodes=2,
+            start_method="fork",
+            monitor_interval=10,
+            run_policy=m.RunPolicy(clean_pod_policy=m.CleanPodPolicy.ALL, backoff_limit=2),
+        ),
+    ),
+    ("range-from-one", lambda m: m.Elastic(nnodes="1:2", nproc_per_node=2)),
+    ("str-count", lambda m: m.Elastic(nnodes="3")),
+    (
+        "run-policy-deadline",
+        lambda m: m.Elastic(
+            nnodes=4, run_policy=m.RunPolicy(active_deadline_seconds=3600, ttl_seconds_after_finished=5)
+        ),
+    ),
+]
+
+
+def _tf_zero(m: ModuleType, **kw: Any) -> Any:
+    return m.TfJob(chief=m.Chief(replicas=0), ps=m.PS(replicas=0), **kw)
+
+
+TENSORFLOW: list[tuple[str, Builder]] = [
+    ("minimal", lambda m: _tf_zero(m, worker=m.Worker(replicas=2))),
+    (
+        "all-deprecated",
+        lambda m: m.TfJob(num_workers=2, num_ps_replicas=1, num_chief_replicas=1, num_evaluator_replicas=1),
+    ),
+    (
+        "all-groups-all-fields",
+        lambda m: m.TfJob(
+            chief=m.Chief(
+                image="reg/chief", requests=Resources(cpu="1"), replicas=1, restart_policy=m.RestartPolicy.ALWAYS
+            ),
+            ps=m.PS(image="reg/ps", limits=Resources(mem="2Gi"), replicas=2, restart_policy=m.RestartPolicy.FAILURE),
+            worker=m.Worker(image="reg/w", requests=GPU, limits=GPU, replicas=3, restart_policy=m.RestartPolicy.NEVER),
+            evaluator=m.Evaluator(image="reg/e", requests=Resources(cpu="250m"), replicas=1),
+        ),
+    ),
+    (
+        "run-policy-all-zero-groups",
+        lambda m: _tf_zero(
+            m,
+            worker=m.Worker(replicas=1),
+            run_policy=m.RunPolicy(
+                clean_pod_policy=m.CleanPodPolicy.RUNNING,
+                ttl_seconds_after_finished=10,
+                active_deadline_seconds=20,
+                backoff_limit=4,
+            ),
+        ),
+    ),
+    (
+        "clean-none-backoff",
+        lambda m: _tf_zero(
+            m,
+            worker=m.Worker(replicas=1),
+            run_policy=m.RunPolicy(clean_pod_policy=m.CleanPodPolicy.NONE, backoff_limit=2),
+        ),
+    ),
+    (
+        "counts",
+        lambda m: m.TfJob(
+            chief=m.Chief(replicas=1),
+            ps=m.PS(replicas=2),
+            worker=m.Worker(replicas=3),
+            evaluator=m.Evaluator(replicas=1),
+        ),
+    ),
+    (
+        "deprecated-ps-with-roles",
+        lambda m: m.TfJob(chief=m.Chief(replicas=1), worker=m.Worker(replicas=2), num_ps_replicas=2),
+    ),
+    (
+        "ps-limits",
+        lambda m: m.TfJob(
+            chief=m.Chief(replicas=0),
+            ps=m.PS(replicas=1, limits=Resources(cpu="2", mem="1G")),
+            worker=m.Worker(replicas=1),
+        ),
+    ),
+    (
+        "restart-and-evaluator-image",
+        lambda m: _tf_zero(
+            m,
+            worker=m.Worker(replicas=2, restart_policy=m.RestartPolicy.ALWAYS),
+            evaluator=m.Evaluator(image="reg/eval", replicas=1),
+        ),
+    ),
+    (
+        "run-policy-running-ttl",
+        lambda m: _tf_zero(
+            m,
+            worker=m.Worker(replicas=1),
+            run_policy=m.RunPolicy(clean_pod_policy=m.CleanPodPolicy.ALL, ttl_seconds_after_finished=30),
+        ),
+    ),
+]
+
+MPI: list[tuple[str, Builder]] = [
+    ("minimal", lambda m: m.MPIJob(launcher=m.Launcher(replicas=1), worker=m.Worker(replicas=2))),
+    ("deprecated-slots", lambda m: m.MPIJob(num_workers=3, num_launcher_replicas=1, slots=2)),
+    (
+        "full",
+        lambda m: m.MPIJob(
+            launcher=m.Launcher(
+                command=["python", "launch.py"],
+                image="reg/launcher",
+                requests=Resources(cpu="1"),
+                replicas=1,
+                restart_policy=m.RestartPolicy.FAILURE,
+            ),
+            worker=m.Worker(
+                command=["python", "work.py", "--x", "1"],
+                image="reg/worker",
+                requests=Resources(cpu="2", mem="4Gi", gpu="1"),
+                limits=Resources(cpu="2", mem="4Gi", gpu="1"),
+                replicas=2,
+                restart_policy=m.RestartPolicy.ALWAYS,
+            ),
+            run_policy=m.RunPolicy(clean_pod_policy=m.CleanPodPolicy.ALL, backoff_limit=0),
+            slots=2,
+        ),
+    ),
+    (
+        "worker-command",
+        lambda m: m.MPIJob(launcher=m.Launcher(replicas=1), worker=m.Worker(command=["sshd", "-D"], replicas=1)),
+    ),
+    (
+        "run-policy-deadline",
+        lambda m: m.MPIJob(
+            launcher=m.Launcher(replicas=1),
+            worker=m.Worker(replicas=2),
+            run_policy=m.RunPolicy(clean_pod_policy=m.CleanPodPolicy.RUNNING, active_deadline_seconds=600),
+        ),
+    ),
+    (
+        "launcher-image-resources",
+        lambda m: m.MPIJob(
+            launcher=m.Launcher(image="reg/l", limits=Resources(mem="512Mi"), replicas=1), worker=m.Worker(replicas=1)
+        ),
+    ),
+    (
+        "many-slots",
+        lambda m: m.MPIJob(
+            launcher=m.Launcher(replicas=1), worker=m.Worker(replicas=4, limits=Resources(gpu="4")), slots=4
+        ),
+    ),
+]
+
+HOROVOD: list[tuple[str, Builder]] = [
+    ("minimal", lambda m: m.HorovodJob(launcher=m.Launcher(replicas=1), worker=m.Worker(replicas=2))),
+    (
+        "full",
+        lambda m: m.HorovodJob(
+            launcher=m.Launcher(replicas=1),
+            worker=m.Worker(replicas=2),
+            verbose=True,
+            log_level="DEBUG",
+            discovery_script_path="/opt/discover.sh",
+            elastic_timeout=600,
+            run_policy=m.RunPolicy(clean_pod_policy=m.CleanPodPolicy.ALL, ttl_seconds_after_finished=60),
+        ),
+    ),
+    ("slots", lambda m: m.HorovodJob(launcher=m.Launcher(replicas=1), worker=m.Worker(replicas=3), slots=2)),
+    (
+        "commands-images",
+        lambda m: m.HorovodJob(
+            launcher=m.Launcher(replicas=1, image="reg/l"),
+            worker=m.Worker(replicas=2, image="reg/w", command=["sleep", "inf"]),
+        ),
+    ),
+    (
+        "warning-level-restarts",
+        lambda m: m.HorovodJob(
+            launcher=m.Launcher(replicas=1, restart_policy=m.RestartPolicy.FAILURE),
+            worker=m.Worker(replicas=2, restart_policy=m.RestartPolicy.ALWAYS),
+            log_level="WARNING",
+            verbose=False,
+        ),
+    ),
+]
+
+CASES = [
+    *(pytest.param(official_pytorch, b, id=f"pytorch-{i}") for i, b in PYTORCH),
+    *(pytest.param(official_pytorch, b, id=f"elastic-{i}") for i, b in ELASTIC),
+    *(pytest.param(official_tf, b, id=f"tf-{i}") for i, b in TENSORFLOW),
+    *(pytest.param(official_mpi, b, id=f"mpi-{i}") for i, b in MPI),
+    *(pytest.param(official_mpi, b, id=f"horovod-{i}") for i, b in HOROVOD),
+]
+
+
+def _register(module: ModuleType, builder: Builder) -> Any:
+    # Both sides warn by design here (deprecated fields; the official plugin's shared-memory notice):
+    # this test compares outputs, the warnings have their own tests.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = builder(module)
+        entity = get_serializable(OrderedDict(), SETTINGS, task(task_config=config)(train))
+    return entity.template.to_flyte_idl()
+
+
+def test_there_are_at_least_40_configs() -> None:
+    assert len(CASES) >= 40
+
+
+@pytest.mark.parametrize(("official", "builder"), CASES)
+def test_backend_reads_the_same_task(official: ModuleType, builder: Builder) -> None:
+    theirs, mine = _register(official, builder), _register(ours, builder)
+    assert (mine.type, mine.task_type_version) == (theirs.type, theirs.task_type_version)
+    if theirs.type == "python-task":
+        assert not mine.HasField("custom") or not MessageToDict(mine.custom)
+        return
+    their_custom, my_custom = MessageToDict(theirs.custom), MessageToDict(mine.custom)
+    expected = backend_view(theirs.type, their_custom, common=False)  # flytekit writes only the deprecated fields
+    assert backend_view(mine.type, my_custom, common=True) == expected  # a backend reading `common`
+    assert backend_view(mine.type, my_custom, common=False) == expected  # a backend from before `common`
+    if theirs.type == "mpi":
+        assert list(mine.container.args) == list(theirs.container.args)

@@ -1,0 +1,159 @@
+"""The shared pod building every replica and group starts from (flyte-backend-behaviour.md §6)."""
+
+from __future__ import annotations
+
+import pytest
+from flyteidl.core import tasks_pb2
+
+from flytekitplugins.kubejobs.backend import BackendConfig, BuildError
+
+GPU_T = {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+SPOT_T = {"key": "spot", "operator": "Exists", "effect": "NoSchedule"}
+DEFAULT_T = {"key": "d", "operator": "Exists"}
+REQ = {"key": "spot", "operator": "In", "values": ["true"]}
+NON_REQ = {"key": "spot", "operator": "DoesNotExist"}
+
+SCHED_CONFIG = BackendConfig.from_flyte_config({"k8s": {
+    "resource-tolerations": {"nvidia.com/gpu": [GPU_T]},
+    "interruptible-tolerations": [SPOT_T],
+    "default-tolerations": [DEFAULT_T],
+    "interruptible-node-selector": {"pool": "spot"},
+    "default-node-selector": {"zone": "a"},
+    "interruptible-node-selector-requirement": REQ,
+    "non-interruptible-node-selector-requirement": NON_REQ,
+    "default-labels": {"dl": "1"},
+    "default-annotations": {"da": "1"},
+    "default-env-vars": {"DEFAULT_ENV": "x"},
+    "scheduler-name": "volcano",
+}})
+
+
+def _specs(obj):
+    return obj["spec"]["pytorchReplicaSpecs"]
+
+
+def test_resource_tolerations_only_where_requested(kit):
+    custom = {"workerReplicas": {"replicas": 1, "resources": {"limits": [{"name": "GPU", "value": "1"}]}}}
+    obj = kit.build(kit.template("pytorch", custom), config=SCHED_CONFIG)
+    worker = _specs(obj)["Worker"]["template"]["spec"]
+    master = _specs(obj)["Master"]["template"]["spec"]
+    assert worker["tolerations"] == [GPU_T, DEFAULT_T]
+    assert master["tolerations"] == [DEFAULT_T]
+    assert worker["schedulerName"] == "volcano"
+
+
+@pytest.mark.parametrize(("interruptible", "tolerations", "selector", "requirement"), [
+    (True, [SPOT_T, DEFAULT_T], {"zone": "a", "pool": "spot"}, REQ),
+    (False, [DEFAULT_T], {"zone": "a"}, NON_REQ),
+])
+def test_interruptible_scheduling(kit, interruptible, tolerations, selector, requirement):
+    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}),
+                    kit.metadata(interruptible=interruptible), config=SCHED_CONFIG)
+    for spec in _specs(obj).values():
+        pod = spec["template"]["spec"]
+        assert pod["tolerations"] == tolerations
+        assert pod["nodeSelector"] == selector
+        terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": [requirement]}]
+
+
+def test_affinity_is_always_present(kit):
+    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}))
+    assert _specs(obj)["Worker"]["template"]["spec"]["affinity"] == {}
+
+
+def test_labels_annotations_and_env(kit):
+    t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, task_labels={"tl": "1"})
+    m = kit.metadata(labels={"el": "1", "dl": "override"}, annotations={"ea": "1"}, env={"EXEC_ENV": "y"})
+    obj = kit.build(t, m, config=SCHED_CONFIG)
+    assert obj["metadata"]["labels"] == {"dl": "override", "tl": "1", "el": "1"}
+    assert obj["metadata"]["annotations"] == {"da": "1", "ea": "1"}
+    worker = _specs(obj)["Worker"]["template"]
+    assert worker["metadata"]["labels"] == {"dl": "override", "el": "1"}  # task metadata goes to the CR only
+    env = kit.env_of(worker["spec"]["containers"][0])
+    assert env["EXEC_ENV"] == "y" and env["DEFAULT_ENV"] == "x"
+    assert env["FLYTE_INTERNAL_EXECUTION_ID"] == "abc123" and env["FLYTE_INTERNAL_TASK_NAME"] == "wf.train"
+    assert env["FLYTE_ATTEMPT_NUMBER"] == "0"
+    assert obj["metadata"]["namespace"] == "proj-dev"
+
+
+def test_service_account_from_execution(kit):
+    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), kit.metadata(sa="trainer"))
+    assert {s["template"]["spec"]["serviceAccountName"] for s in _specs(obj).values()} == {"trainer"}
+
+
+def test_task_template_vars_are_rendered(kit):
+    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}),
+                    template_vars={"input": "s3://in", "outputPrefix": "s3://out"})
+    args = _specs(obj)["Worker"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:5] == ["pyflyte-execute", "--inputs", "s3://in", "--output-prefix", "s3://out"]
+    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}))
+    assert "{{.input}}" in _specs(obj)["Worker"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_gpu_accelerator_and_shared_memory(kit):
+    ext = tasks_pb2.ExtendedResources(
+        gpu_accelerator=tasks_pb2.GPUAccelerator(device="nvidia-tesla-a100", partition_size="1g.5gb"),
+        shared_memory=tasks_pb2.SharedMemory(mount_path="/dev/shm", mount_name="shm", size_limit="2Gi"))
+    custom = {"workerReplicas": {"replicas": 1, "resources": {"limits": [{"name": "GPU", "value": "1"}]}}}
+    obj = kit.build(kit.template("pytorch", custom, extended=ext))
+    worker = _specs(obj)["Worker"]["template"]["spec"]
+    master = _specs(obj)["Master"]["template"]["spec"]
+    terms = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [
+        {"key": "k8s.amazonaws.com/accelerator", "operator": "In", "values": ["nvidia-tesla-a100"]},
+        {"key": "k8s.amazonaws.com/gpu-partition-size", "operator": "In", "values": ["1g.5gb"]}]}]
+    assert {"key": "k8s.amazonaws.com/accelerator", "value": "nvidia-tesla-a100", "operator": "Equal",
+            "effect": "NoSchedule"} in worker["tolerations"]
+    assert master["affinity"] == {}  # no GPU limit on the master
+    for pod in (worker, master):
+        assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}} in pod["volumes"]
+        assert {"name": "shm", "mountPath": "/dev/shm"} in pod["containers"][0]["volumeMounts"]
+
+
+def test_shared_memory_needs_a_name(kit):
+    ext = tasks_pb2.ExtendedResources(shared_memory=tasks_pb2.SharedMemory(mount_path="/dev/shm"))
+    with pytest.raises(BuildError, match="mount name is not set"):
+        kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, extended=ext))
+
+
+def test_node_pod_template_override_replaces_the_pod(kit):
+    m = kit.metadata()
+    m.overrides.pod_template.pod_spec.update({"containers": [{"name": "main", "image": "over:1"}],
+                                              "priorityClassName": "high"})
+    m.overrides.pod_template.primary_container_name = "main"
+    m.overrides.pod_template.metadata.labels["o"] = "1"
+    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), m)
+    worker = _specs(obj)["Worker"]["template"]
+    assert worker["spec"]["containers"][0]["name"] == "pytorch"
+    assert worker["spec"]["containers"][0]["image"] == "over:1"
+    assert worker["spec"]["priorityClassName"] == "high"
+    assert worker["metadata"]["labels"] == {"o": "1"}
+
+
+def test_no_container_is_an_error(kit):
+    t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}})
+    t.ClearField("container")
+    with pytest.raises(BuildError, match="unable to create container with no definition"):
+        kit.build(t)
+
+
+def test_unknown_task_type(kit):
+    with pytest.raises(BuildError, match="task type 'spark' is not one of"):
+        kit.build(kit.template("spark", {}))
+
+
+def test_unparsable_task_resources_name_the_field(kit):
+    with pytest.raises(BuildError, match=r"container.resources.requests.cpu is not a valid Kubernetes quantity"):
+        kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, requests={"cpu": "lots"}))
+
+
+def test_inputs_are_not_mutated(kit):
+    t = kit.template("ray", {"rayCluster": {"workerGroupSpec": [{"groupName": "w", "replicas": 1}]}}, 0)
+    m = kit.metadata(labels={"a": "b"})
+    t_bytes, m_bytes = t.SerializeToString(deterministic=True), m.SerializeToString(deterministic=True)
+    cfg = SCHED_CONFIG
+    before = repr(cfg)
+    kit.build(t, m, config=cfg)
+    assert t.SerializeToString(deterministic=True) == t_bytes and m.SerializeToString(deterministic=True) == m_bytes
+    assert repr(cfg) == before

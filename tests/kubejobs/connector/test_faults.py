@@ -1,0 +1,149 @@
+"""Faults: 500/429/dropped connections/slow answers, and 200 concurrent tasks with faults injected.
+
+The truth each task must reach is the outcome the fake operator was told to play; "no leaks" and
+"no duplicates" are read from the fake API server's own object store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+from flyteidl.core.execution_pb2 import TaskExecution
+from flytekit.extend.backend.base_connector import ConnectorRegistry
+from flytekitplugins.kubejobs.connector.client import ApiError
+from flytekitplugins.kubejobs.operators import OPERATORS
+from flytekitplugins.kubejobs.testing import FakeApiServer
+
+TERMINAL = {
+    "succeed": (TaskExecution.SUCCEEDED,),
+    "fail": (TaskExecution.RETRYABLE_FAILED, TaskExecution.FAILED),
+}
+
+
+async def _until_terminal(connector: Any, meta: Any, server: FakeApiServer, kit: Any) -> Any:
+    last: list[Any] = []
+
+    async def done() -> bool:
+        last[:] = [await connector.get(meta)]
+        if last[0].phase in (TaskExecution.SUCCEEDED, TaskExecution.RETRYABLE_FAILED, TaskExecution.FAILED):
+            return True
+        server.step(only=lambda name: name == meta.name)
+        return False
+
+    await kit.wait_until(done)
+    return last[0]
+
+
+@pytest.mark.parametrize(
+    "fault",
+    ["500", "429-retry-after", "dropped-connections", "stalled"],
+)
+def test_a_task_reaches_its_true_phase_through_api_faults(
+    server: FakeApiServer, runtime: Any, kit: Any, fault: str
+) -> None:
+    connector = ConnectorRegistry.get_connector("tensorflow", 1)
+
+    def inject() -> None:
+        if fault == "500":
+            server.fail_next(3, status=500)
+        elif fault == "429-retry-after":
+            server.fail_next(2, status=429, retry_after=0.05)
+        elif fault == "dropped-connections":
+            server.drop_next(3)
+        else:  # longer than the client's request timeout: the call times out and is retried
+            server.stall_next(1, seconds=0.6, methods={"GET"})
+
+    async def scenario() -> None:
+        inject()
+        meta = await connector.create(kit.template("tensorflow"), "s3://b/out", None, kit.metadata("faulty"))
+        inject()
+        final = await _until_terminal(connector, meta, server, kit)
+        assert final.phase == TaskExecution.SUCCEEDED
+        assert len(server.objects("kubeflow.org", "tfjobs")) == 1  # no duplicates
+        inject()
+        await connector.delete(meta)
+        assert server.objects("kubeflow.org", "tfjobs") == []
+
+    asyncio.run(scenario())
+    assert server.responses[201] == 1
+    if fault == "429-retry-after":
+        assert server.responses[429] >= 2
+
+
+def test_a_call_gives_up_with_a_clear_error_when_the_api_stays_down(
+    server: FakeApiServer, tmp_path: Any, kit: Any
+) -> None:
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    configure(kit.settings(server, tmp_path, cache=False, retry_attempts=3))
+    try:
+        server.fail_next(100, status=503)
+        connector = ConnectorRegistry.get_connector("mpi", 1)
+        with pytest.raises(ApiError) as info:
+            asyncio.run(connector.create(kit.template("mpi"), "s3://b/out", None, kit.metadata("down")))
+        assert info.value.status == 503
+        assert server.requests[("POST", "POST")] == 3  # retry_attempts, no more
+        server.clear_faults()
+        assert server.objects("kubeflow.org", "mpijobs") == []
+    finally:
+        shutdown()
+
+
+def test_two_hundred_concurrent_tasks_with_faults(server: FakeApiServer, cached_runtime: Any, kit: Any) -> None:
+    rng = random.Random(7)
+    kinds = [("pytorch", 1), ("tensorflow", 1), ("mpi", 1), ("ray", 0), ("pytorch", 0)]
+    tasks = []
+    for i in range(200):
+        task_type, version = kinds[i % len(kinds)]
+        outcome = rng.choice(["succeed", "fail"])
+        execution = f"c{i:03d}"
+        server.set_outcome(f"{execution}-n0-0", outcome)
+        tasks.append((task_type, version, outcome, execution))
+
+    async def one(task_type: str, version: int, outcome: str, execution: str) -> None:
+        connector = ConnectorRegistry.get_connector(task_type, version)
+        meta = await connector.create(kit.template(task_type, version), "s3://b/out", None, kit.metadata(execution))
+        final = await _until_terminal(connector, meta, server, kit)
+        assert final.phase in TERMINAL[outcome], (execution, outcome, final.phase, final.message)
+        await connector.delete(meta)
+
+    async def faults() -> None:
+        for round_ in range(12):  # bounded fault schedule, interleaved with the tasks
+            [
+                lambda: server.fail_next(5, status=500),
+                lambda: server.fail_next(5, status=429, retry_after=0.01),
+                lambda: server.drop_next(3),
+                lambda: server.drop_next(2, methods={"POST"}, after_commit=True),
+            ][round_ % 4]()
+            await asyncio.sleep(0)
+
+    async def scenario() -> None:
+        results = await asyncio.gather(faults(), *(one(*t) for t in tasks), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert not errors, errors[:3]
+
+    asyncio.run(scenario())
+    for kind in {OPERATORS[t] for t, _ in kinds}:
+        assert server.objects(kind.group, kind.plural) == []  # zero leaked objects
+    assert server.responses[201] == 200  # one object per task: no duplicates
+    assert len(server.store.deletions) == 200
+
+
+def test_aborted_tasks_leave_no_job_behind(server: FakeApiServer, runtime: Any, kit: Any) -> None:
+    async def scenario() -> None:
+        metas = []
+        for i, task_type in enumerate(["pytorch", "tensorflow", "mpi", "ray"] * 3):
+            connector = ConnectorRegistry.get_connector(task_type, 0 if task_type == "ray" else 1)
+            metas.append(
+                (connector, await connector.create(kit.template(task_type), "s3://b/o", None, kit.metadata(f"a{i}")))
+            )
+        server.step()
+        server.fail_next(4, status=500, methods={"DELETE"})
+        server.drop_next(2, methods={"DELETE"}, after_commit=True)
+        await asyncio.gather(*(connector.delete(meta) for connector, meta in metas))
+
+    asyncio.run(scenario())
+    assert server.store.count() == 0

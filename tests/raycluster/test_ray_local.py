@@ -1,0 +1,118 @@
+"""Ray tasks run locally on a real local Ray (CPU-only, bounded to the machine) with the config's
+runtime_env applied, reused across the tasks of one run, restarted only when the runtime env changes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+from flytekit import task, workflow
+
+from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+from flytekitplugins.raycluster.local import ensure_local_ray, machine_cpus, shutdown_local_ray
+
+pytestmark = pytest.mark.slow
+
+ENV = {"env_vars": {"HF_HOME": "/data/hf", "RAYCLUSTER_TEST": "fan-out"}}
+CONFIG = RayJobConfig(worker_node_config=[WorkerNodeConfig("workers", replicas=2)], runtime_env=ENV)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> Iterator[None]:
+    # One local Ray for the module, started the way the plugin starts it, so tasks with ENV reuse it.
+    assert not ray.is_initialized()
+    ensure_local_ray(None, ENV, num_cpus=2)
+    yield
+    shutdown_local_ray()
+    assert not ray.is_initialized()
+
+
+@ray.remote
+def square_with_env(x: int) -> tuple[int, str, str, int]:
+    return x * x, os.environ.get("HF_HOME", ""), os.environ.get("RAYCLUSTER_TEST", ""), os.getpid()
+
+
+@task(task_config=CONFIG)
+def fan_out(n: int) -> list[str]:
+    results = ray.get([square_with_env.remote(i) for i in range(n)])
+    assert [r[0] for r in results] == [i * i for i in range(n)]
+    pids = {r[3] for r in results}
+    return sorted({f"{r[1]}|{r[2]}" for r in results}) + [f"driver={os.getpid()}", f"workers={len(pids)}"]
+
+
+@task(task_config=CONFIG)
+def node_id() -> str:
+    return str(ray.get_runtime_context().get_node_id())
+
+
+@workflow
+def two_ray_tasks(n: int) -> str:
+    fan_out(n=n)
+    return node_id()
+
+
+def test_remote_functions_see_the_runtime_env_and_the_parent_env_is_untouched() -> None:
+    before = dict(os.environ)
+    out = fan_out(n=8)
+    assert out[0] == "/data/hf|fan-out" and len(out) == 3
+    assert out[1] == f"driver={os.getpid()}"  # the task body ran here, the squares in Ray worker processes
+    assert int(out[2].removeprefix("workers=")) >= 1 and str(os.getpid()) not in out[2]
+    assert dict(os.environ) == before
+
+
+def test_local_ray_is_cpu_only_and_bounded_to_the_machine() -> None:
+    fan_out(n=1)
+    resources = ray.cluster_resources()
+    assert 1 <= resources["CPU"] <= machine_cpus()
+    assert resources.get("GPU", 0) == 0
+
+
+def test_ray_is_reused_across_the_tasks_of_a_run() -> None:
+    first = node_id()
+    assert two_ray_tasks(n=2) == first
+    assert node_id() == first
+
+
+@task(task_config=RayJobConfig([WorkerNodeConfig("w", 1)], runtime_env={"env_vars": {"HF_HOME": "/other"}}))
+def other_env() -> str:
+    return str(ray.get(ray.remote(lambda: os.environ.get("HF_HOME", "")).remote()))
+
+
+def test_a_task_with_another_runtime_env_gets_it() -> None:
+    first = node_id()
+    assert other_env() == "/other"
+    # and the next ENV task gets ENV back
+    assert fan_out(n=2)[0] == "/data/hf|fan-out"
+    assert node_id() != first
+
+
+def test_a_missing_ray_names_the_extra(tmp_path: Path) -> None:
+    script = tmp_path / "no_ray.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            sys.modules["ray"] = None  # what `import ray` sees when ray is not installed
+            from flytekit import task
+            from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+
+            @task(task_config=RayJobConfig([WorkerNodeConfig("w", 1)]))
+            def t() -> int:
+                return 1
+
+            try:
+                t()
+            except ImportError as e:
+                print("IMPORT-ERROR:", e)
+            """
+        )
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "IMPORT-ERROR:" in out.stdout, out.stderr
+    assert "pip install 'flytekitplugins-raycluster[ray]'" in out.stdout

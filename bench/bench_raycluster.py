@@ -1,13 +1,14 @@
 """Ray plugin benchmarks, each measured side by side with its baseline in one run.
 
 - import cost over bare flytekit: ``import flytekitplugins.raycluster`` vs ``import flytekitplugins.ray``, in
-  fresh interpreters that have already imported flytekit.
+  fresh interpreters that have already imported flytekit (best of 15, alternated).
 - local task overhead: a trivial Ray task called through the plugin (local Ray start included) vs the same
-  ``ray.init`` + one remote call in a plain script; fresh interpreter each, alternated.
+  ``ray.init`` + one remote call in a plain script; fresh interpreter each, alternated (median of 3).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -66,17 +67,27 @@ print(time.perf_counter() - t)
 def _seconds(code: str, cwd: str, name: str) -> float:
     path = Path(cwd) / f"{name}.py"
     path.write_text(textwrap.dedent(code))
-    out = subprocess.run([sys.executable, str(path)], check=True, capture_output=True, text=True, cwd=cwd)
+    # Bytecode cached outside the tree, as for an installed package (editable sources would otherwise be
+    # compiled on every run while the official plugin's wheel has its .pyc).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(Path(cwd) / "pycache")
+    out = subprocess.run([sys.executable, str(path)], check=True, capture_output=True, text=True, cwd=cwd, env=env)
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _alternating(codes: dict[str, str], repeat: int) -> dict[str, float]:
+def _alternating(codes: dict[str, str], repeat: int, best: bool = False) -> dict[str, float]:
+    """Median (or, with ``best``, minimum) seconds per code, runs alternated; one warm-up run each fills the
+    bytecode cache. Millisecond imports on a shared machine are dominated by load spikes: their minimum is
+    the stable measure of the work itself."""
     samples: dict[str, list[float]] = {name: [] for name in codes}
     with tempfile.TemporaryDirectory() as cwd:
+        for name, code in codes.items():
+            _seconds(code, cwd, name)
         for _ in range(repeat):
             for name, code in codes.items():
                 samples[name].append(_seconds(code, cwd, name))
-    return {name: statistics.median(values) for name, values in samples.items()}
+    pick = min if best else statistics.median
+    return {name: pick(values) for name, values in samples.items()}
 
 
 def rows() -> list[Row]:
@@ -85,7 +96,8 @@ def rows() -> list[Row]:
             "ours": IMPORT_CODE.format(module="flytekitplugins.raycluster"),
             "official": IMPORT_CODE.format(module="flytekitplugins.ray"),
         },
-        repeat=7,
+        repeat=15,
+        best=True,
     )
     local = _alternating({"plugin": PLUGIN_TASK, "plain": PLAIN_RAY}, repeat=3)
     import_ratio = imports["ours"] / imports["official"]

@@ -83,7 +83,7 @@ def train(data: Dataset, epochs: int, lr: float) -> list[float]:
                 mean = loss.detach().clone()
                 dist.all_reduce(mean)
                 print(f"rank {rank}/{world} epoch {epoch}: loss {float(mean) / world:.4f}", flush=True)
-        return [float(v) for v in torch.nn.utils.parameters_to_vector(model.parameters())]
+        return [float(v) for v in torch.nn.utils.parameters_to_vector(model.parameters()).detach()]
     finally:
         dist.destroy_process_group()
 
@@ -139,10 +139,18 @@ def mpi_ranks() -> str:
     return f"rank {rank} of {size}"
 
 
+@task
+def summary(metrics: Metrics, tf: str, mpi: str) -> str:
+    return (
+        f"held-out accuracy {metrics.accuracy:.3f}, loss {metrics.loss:.4f} on {metrics.examples} examples; "
+        f"TFJob chief: {tf}; MPIJob launcher: {mpi}"
+    )
+
+
 @workflow
-def demo(n: int = 400, epochs: int = 150, lr: float = 0.05) -> tuple[Metrics, str, str]:
+def demo(n: int = 400, n_test: int = 200, epochs: int = 150, lr: float = 0.05) -> str:
     train_set = make_dataset(n=n, seed=1)
-    test_set = make_dataset(n=n // 2, seed=2)
+    test_set = make_dataset(n=n_test, seed=2)
     weights = train(data=train_set, epochs=epochs, lr=lr)
     metrics = evaluate(weights=weights, data=test_set, chunks=4)
-    return metrics, tf_roles(), mpi_ranks()
+    return summary(metrics=metrics, tf=tf_roles(), mpi=mpi_ranks())

@@ -170,6 +170,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ),
     ("horovod-verbose", lambda: HorovodJob(worker=ONE, verbose="yes"), TypeError, ("HorovodJob.verbose", "'yes'")),
     ("image-int", lambda: Worker(image=3), TypeError, ("Worker.image", "3")),
+    ("local-world-zero", lambda: PyTorch(worker=ONE, local_world=0), ValueError, ("PyTorch.local_world", "0")),
 ]
 
 

@@ -39,6 +39,11 @@ def rank_one_fails(recoverable: bool) -> int:
     return rank
 
 
+@task(task_config=Elastic(nproc_per_node=2, start_method="fork", monitor_interval=1))
+def forked_world(tag: str) -> list[str]:
+    return [tag, os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_WORLD_SIZE"]]
+
+
 def _chain(error: BaseException) -> list[BaseException]:
     out = []
     current: BaseException | None = error
@@ -70,3 +75,7 @@ def test_a_recoverable_worker_error_stays_retryable() -> None:
         rank_one_fails(recoverable=True)
     assert any(isinstance(e, FlyteRecoverableException) for e in _chain(caught.value))
     assert "rank 1" in str(caught.value)
+
+
+def test_fork_start_method_runs_the_bound_function() -> None:
+    assert forked_world(tag="forked") == ["forked", "0", "2", "2"]

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from flytekit import task, workflow
@@ -158,3 +161,18 @@ def test_mpi_ranks_count_slots_per_worker() -> None:
 def test_members_outside_the_world_are_refused(call: object, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         call()  # type: ignore[operator]
+
+
+def test_pyflyte_run_without_remote_gets_the_world_of_one() -> None:
+    here = Path(__file__).resolve().parent
+    pyflyte = Path(sys.executable).parent / "pyflyte"
+    result = subprocess.run(
+        [str(pyflyte), "run", "cli_tasks.py", "world", "--tag", "cli"],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    line = [ln for ln in result.stdout.splitlines() if ln.startswith("{")][-1]
+    assert json.loads(line) == {"tag": "cli", "RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}

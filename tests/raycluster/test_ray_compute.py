@@ -13,7 +13,6 @@ from typing import Any
 import jsonschema
 import pytest
 from flytekit import PodTemplate, Resources
-
 from flytekitplugins.raycluster import ComputeTemplate, HeadNodeConfig, RayJobConfig, WorkerNodeConfig
 from flytekitplugins.raycluster.serialize import ray_job_custom
 
@@ -38,7 +37,10 @@ def pod_template() -> PodTemplate:
             {
                 "name": "primary",
                 "env": [{"name": "A", "value": "1"}],
-                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi", "ephemeral-storage": "5Gi"}},
+                "resources": {
+                    "requests": {"cpu": "1", "memory": "1Gi"},
+                    "limits": {"memory": "2Gi", "ephemeral-storage": "5Gi"},
+                },
             },
         ],
         "nodeSelector": {"pool": "spot", "zone": "a"},
@@ -57,7 +59,9 @@ def test_compute_template_alone_gives_the_group_pod_all_of_it() -> None:
     group = WorkerNodeConfig("gpu", 2, compute_template=A100)
     assert group.k8s_pod is not None
     spec = group.k8s_pod["podSpec"]
-    assert spec["containers"] == [{"name": "ray-worker", "resources": {"requests": A100_AMOUNTS, "limits": A100_AMOUNTS}}]
+    assert spec["containers"] == [
+        {"name": "ray-worker", "resources": {"requests": A100_AMOUNTS, "limits": A100_AMOUNTS}}
+    ]
     assert spec["nodeSelector"] == {"gpu": "a100", "pool": "gpu"}
     assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -145,7 +149,12 @@ def test_issue_example_serializes_with_the_accelerator_name() -> None:
     )
     custom = ray_job_custom(cfg)
     group = custom["rayCluster"]["workerGroupSpec"][0]
-    assert (group["groupName"], group["replicas"], group.get("minReplicas", 0), group["maxReplicas"]) == ("gpu", 2, 0, 8)
+    assert (group["groupName"], group["replicas"], group.get("minReplicas", 0), group["maxReplicas"]) == (
+        "gpu",
+        2,
+        0,
+        8,
+    )
     limits = group["k8sPod"]["podSpec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/a100"] == "1" and "nvidia.com/gpu" not in limits
     assert group["k8sPod"]["podSpec"]["tolerations"][0]["key"] == "nvidia.com/gpu"

@@ -12,12 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import flytekitplugins.ray as official
+import flytekitplugins.raycluster as ours
 import pytest
 import yaml
 from flyteidl.plugins import ray_pb2
 from flytekit import PodTemplate, Resources, task
 from flytekit.configuration import ImageConfig, SerializationSettings
 from flytekitplugins.kubejobs.resources import parse_quantity
+from flytekitplugins.raycluster.task import RayFunctionTask
 from google.protobuf import json_format
 from kubernetes.client import (
     V1Container,
@@ -29,9 +31,6 @@ from kubernetes.client import (
     V1Volume,
     V1VolumeMount,
 )
-
-import flytekitplugins.raycluster as ours
-from flytekitplugins.raycluster.task import RayFunctionTask
 
 SETTINGS = SerializationSettings(
     project="proj", domain="dev", version="v1", image_config=ImageConfig.auto("ghcr.io/example/ray-task:v1")
@@ -188,13 +187,18 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "runtime-env-nested": same(
         lambda m: m.RayJobConfig(
             [m.WorkerNodeConfig("w", 1)],
-            runtime_env={"conda": {"dependencies": ["python=3.11", {"pip": ["yes"]}]}, "config": {"setup_timeout_seconds": 60}},
+            runtime_env={
+                "conda": {"dependencies": ["python=3.11", {"pip": ["yes"]}]},
+                "config": {"setup_timeout_seconds": 60},
+            },
         )
     ),
     "head-and-worker-resources": same(
         lambda m: m.RayJobConfig(
             [m.WorkerNodeConfig("w", 2, requests=Resources(cpu="2", mem="4Gi", ephemeral_storage="10Gi"))],
-            head_node_config=m.HeadNodeConfig(requests=Resources(cpu="1", mem="2Gi"), limits=Resources(cpu="2", mem="4Gi")),
+            head_node_config=m.HeadNodeConfig(
+                requests=Resources(cpu="1", mem="2Gi"), limits=Resources(cpu="2", mem="4Gi")
+            ),
         )
     ),
     "gpu-limits-only": same(
@@ -231,7 +235,9 @@ CASES: dict[str, tuple[Builder, Builder]] = {
     "upscaling-mode-by-name": (
         lambda m: m.RayJobConfig(
             [m.WorkerNodeConfig("w", 1)],
-            autoscaler_options=m.AutoscalerOptionsConfig(upscaling_mode=m.AutoscalerOptionsConfig.UpscalingMode.AGGRESSIVE),
+            autoscaler_options=m.AutoscalerOptionsConfig(
+                upscaling_mode=m.AutoscalerOptionsConfig.UpscalingMode.AGGRESSIVE
+            ),
         ),
         lambda m: m.RayJobConfig(
             [m.WorkerNodeConfig("w", 1)], autoscaler_options=m.AutoscalerOptionsConfig(upscaling_mode="aggressive")
@@ -243,7 +249,9 @@ CASES: dict[str, tuple[Builder, Builder]] = {
         )
     ),
     "shutdown-ttl-zero": same(
-        lambda m: m.RayJobConfig([m.WorkerNodeConfig("w", 1)], shutdown_after_job_finishes=True, ttl_seconds_after_finished=0)
+        lambda m: m.RayJobConfig(
+            [m.WorkerNodeConfig("w", 1)], shutdown_after_job_finishes=True, ttl_seconds_after_finished=0
+        )
     ),
     "shutdown-no-ttl": same(lambda m: m.RayJobConfig([m.WorkerNodeConfig("w", 1)], shutdown_after_job_finishes=True)),
     "address-no-workers": same(lambda m: m.RayJobConfig([], address="ray://head:10001")),
@@ -310,9 +318,13 @@ def test_pod_template_and_requests_are_merged_where_the_official_plugin_drops_th
     template = k8s_pod_template("ray-worker")
     with warnings.catch_warnings():
         theirs = custom_of(
-            official.RayJobConfig([official.WorkerNodeConfig("w", 1, pod_template=template, requests=Resources(cpu="4"))])
+            official.RayJobConfig(
+                [official.WorkerNodeConfig("w", 1, pod_template=template, requests=Resources(cpu="4"))]
+            )
         )
-    mine = custom_of(ours.RayJobConfig([ours.WorkerNodeConfig("w", 1, pod_template=template, requests=Resources(cpu="4"))]))
+    mine = custom_of(
+        ours.RayJobConfig([ours.WorkerNodeConfig("w", 1, pod_template=template, requests=Resources(cpu="4"))])
+    )
     their_pod = backend_view(theirs)["groups"][0]["pod"]
     my_pod = backend_view(mine)["groups"][0]["pod"]
     assert "nodeSelector" not in their_pod["spec"]  # the official plugin silently lost the template

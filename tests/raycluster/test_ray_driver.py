@@ -14,7 +14,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from flytekitplugins.raycluster.runtime_env import DRIVER_EXCLUDES, driver_runtime_env
 
 SCRIPT = """
@@ -58,9 +57,7 @@ def run_driver(module: str, tmp_path: Path, runtime_env: dict[str, object]) -> s
     # What `ray job submit --runtime-env-json` gives the entrypoint (KubeRay passes the config's runtime_env).
     env = {**os.environ, "RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"runtime_env": runtime_env})}
     env.pop("RAY_ADDRESS", None)
-    out = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=code, env=env
-    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=code, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
@@ -99,3 +96,36 @@ def test_driver_env_outside_a_ray_job_carries_the_whole_user_env() -> None:
         "working_dir": "/app",
     }
     assert user == {"env_vars": {"A": "1"}, "excludes": ["data/"]}
+
+
+ADDRESS_SCRIPT = """
+import os
+import ray
+from ray.cluster_utils import Cluster
+from flytekit import task
+from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+try:
+    @task(task_config=RayJobConfig([], address=cluster.address, runtime_env={"env_vars": {"HF_HOME": "/data/hf"}}))
+    def on_existing_cluster() -> str:
+        hf_home = ray.get(ray.remote(lambda: os.environ.get("HF_HOME", "")).remote())
+        return f"{ray.get_runtime_context().gcs_address == cluster.address}|{hf_home}"
+
+    print("RESULT:", on_existing_cluster())
+finally:
+    ray.shutdown()
+    cluster.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_a_local_run_with_address_connects_to_that_cluster_with_the_runtime_env(tmp_path: Path) -> None:
+    script = tmp_path / "address_script.py"
+    script.write_text(ADDRESS_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")}
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "RESULT: True|/data/hf" in out.stdout

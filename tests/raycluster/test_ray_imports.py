@@ -12,8 +12,9 @@ import flytekitplugins.raycluster as rc
 after_import = sorted(m for m in ("ray", "kubernetes", "jsonschema") if m in sys.modules)
 from flytekit import Resources
 from flytekitplugins.raycluster.serialize import ray_job_custom
+gpu = rc.ComputeTemplate(name="g", gpu=1)
 cfg = rc.RayJobConfig(
-    [rc.WorkerNodeConfig("gpu", 1, compute_template=rc.ComputeTemplate(name="g", cpu=2, gpu=1), requests=Resources(mem="1Gi"))],
+    [rc.WorkerNodeConfig("gpu", 1, compute_template=gpu, requests=Resources(mem="1Gi"))],
     head_node_config=rc.HeadNodeConfig(requests=Resources(cpu=1)),
     runtime_env={"env_vars": {"A": "1"}},
 )

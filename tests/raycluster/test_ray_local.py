@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import ray
 from flytekit import task, workflow
-
 from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
 from flytekitplugins.raycluster.local import ensure_local_ray, machine_cpus, shutdown_local_ray
 
@@ -23,7 +22,7 @@ ENV = {"env_vars": {"HF_HOME": "/data/hf", "RAYCLUSTER_TEST": "fan-out"}}
 CONFIG = RayJobConfig(worker_node_config=[WorkerNodeConfig("workers", replicas=2)], runtime_env=ENV)
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     # One local Ray for the module, started the way the plugin starts it, so tasks with ENV reuse it.
     assert not ray.is_initialized()
@@ -43,7 +42,7 @@ def fan_out(n: int) -> list[str]:
     results = ray.get([square_with_env.remote(i) for i in range(n)])
     assert [r[0] for r in results] == [i * i for i in range(n)]
     pids = {r[3] for r in results}
-    return sorted({f"{r[1]}|{r[2]}" for r in results}) + [f"driver={os.getpid()}", f"workers={len(pids)}"]
+    return [*sorted({f"{r[1]}|{r[2]}" for r in results}), f"driver={os.getpid()}", f"workers={len(pids)}"]
 
 
 @task(task_config=CONFIG)
@@ -57,7 +56,7 @@ def two_ray_tasks(n: int) -> str:
     return node_id()
 
 
-def test_remote_functions_see_the_runtime_env_and_the_parent_env_is_untouched() -> None:
+def test_remote_functions_see_the_runtime_env_and_the_parent_env_is_untouched(local_ray: None) -> None:
     before = dict(os.environ)
     out = fan_out(n=8)
     assert out[0] == "/data/hf|fan-out" and len(out) == 3
@@ -66,14 +65,14 @@ def test_remote_functions_see_the_runtime_env_and_the_parent_env_is_untouched() 
     assert dict(os.environ) == before
 
 
-def test_local_ray_is_cpu_only_and_bounded_to_the_machine() -> None:
+def test_local_ray_is_cpu_only_and_bounded_to_the_machine(local_ray: None) -> None:
     fan_out(n=1)
     resources = ray.cluster_resources()
     assert 1 <= resources["CPU"] <= machine_cpus()
     assert resources.get("GPU", 0) == 0
 
 
-def test_ray_is_reused_across_the_tasks_of_a_run() -> None:
+def test_ray_is_reused_across_the_tasks_of_a_run(local_ray: None) -> None:
     first = node_id()
     assert two_ray_tasks(n=2) == first
     assert node_id() == first
@@ -84,7 +83,7 @@ def other_env() -> str:
     return str(ray.get(ray.remote(lambda: os.environ.get("HF_HOME", "")).remote()))
 
 
-def test_a_task_with_another_runtime_env_gets_it() -> None:
+def test_a_task_with_another_runtime_env_gets_it(local_ray: None) -> None:
     first = node_id()
     assert other_env() == "/other"
     # and the next ENV task gets ENV back
@@ -116,3 +115,37 @@ def test_a_missing_ray_names_the_extra(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert "IMPORT-ERROR:" in out.stdout, out.stderr
     assert "pip install 'flytekitplugins-raycluster[ray]'" in out.stdout
+
+
+PYFLYTE_MODULE = """
+import os
+
+import ray
+from flytekit import task, workflow
+from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+
+
+@ray.remote
+def read_env(i: int) -> str:
+    return os.environ.get("FROM_RUNTIME_ENV", "missing")
+
+
+@task(task_config=RayJobConfig([WorkerNodeConfig("w", 1)], runtime_env={"env_vars": {"FROM_RUNTIME_ENV": "yes"}}))
+def fan(n: int) -> str:
+    return ",".join(sorted(set(ray.get([read_env.remote(i) for i in range(n)]))))
+
+
+@workflow
+def wf(n: int = 3) -> str:
+    return fan(n=n)
+"""
+
+
+def test_pyflyte_run_without_remote_runs_on_a_local_ray(tmp_path: Path) -> None:
+    (tmp_path / "ray_wf.py").write_text(PYFLYTE_MODULE)
+    pyflyte = Path(sys.executable).with_name("pyflyte")
+    out = subprocess.run(
+        [str(pyflyte), "run", "ray_wf.py", "wf", "--n", "4"], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "yes" in out.stdout and "missing" not in out.stdout

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from flytekitplugins.raycluster.local import shutdown_local_ray
 
 README = Path(__file__).resolve().parents[2] / "plugins" / "flytekitplugins-raycluster" / "README.md"

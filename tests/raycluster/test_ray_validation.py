@@ -10,8 +10,6 @@ from typing import Any
 import flytekitplugins.ray as official
 import pytest
 from flytekit import PodTemplate, Resources
-from kubernetes.client import ApiClient, V1Container, V1PodSpec, V1ResourceRequirements, V1Toleration
-
 from flytekitplugins.raycluster import (
     AutoscalerOptionsConfig,
     ComputeTemplate,
@@ -20,6 +18,7 @@ from flytekitplugins.raycluster import (
     UpscalingMode,
     WorkerNodeConfig,
 )
+from kubernetes.client import ApiClient, V1Container, V1PodSpec, V1ResourceRequirements, V1Toleration
 
 
 def worker(**kw: Any) -> WorkerNodeConfig:
@@ -195,7 +194,9 @@ def test_user_pod_template_is_never_mutated() -> None:
         ),
     )
     before = copy.deepcopy(ApiClient().sanitize_for_serialization(template.pod_spec))
-    gpu = ComputeTemplate(name="g", gpu=1, node_selector={"gpu": "yes"}, tolerations=[{"key": "g", "operator": "Exists"}])
+    gpu = ComputeTemplate(
+        name="g", gpu=1, node_selector={"gpu": "yes"}, tolerations=[{"key": "g", "operator": "Exists"}]
+    )
     group = worker(pod_template=template, compute_template=gpu, requests=Resources(mem="1Gi"))
     assert group.k8s_pod is not None
     assert group.k8s_pod["podSpec"]["containers"][0]["name"] == "ray-worker"

@@ -3,6 +3,7 @@ and an independent CRD check of every built object (jsonschema against /work/sha
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Mapping
@@ -14,9 +15,8 @@ from typing import Any, Optional
 import pytest
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
 from flyteidl.core import tasks_pb2
-from google.protobuf.struct_pb2 import Struct
-
 from flytekitplugins.kubejobs.backend import BackendConfig, build_object
+from google.protobuf.struct_pb2 import Struct
 
 _CRD_FILES = {
     "PyTorchJob": "kubeflow.org_pytorchjobs.json",
@@ -26,24 +26,47 @@ _CRD_FILES = {
 }
 _IDL = {"cpu": 1, "gpu": 2, "memory": 3, "ephemeral-storage": 5}
 
-ARGS = ["pyflyte-execute", "--inputs", "{{.input}}", "--output-prefix", "{{.outputPrefix}}", "--resolver", "r", "--",
-        "task-module", "m", "task-name", "t"]
+ARGS = [
+    "pyflyte-execute",
+    "--inputs",
+    "{{.input}}",
+    "--output-prefix",
+    "{{.outputPrefix}}",
+    "--resolver",
+    "r",
+    "--",
+    "task-module",
+    "m",
+    "task-name",
+    "t",
+]
 
 
-def idl_resources(requests: Optional[Mapping[str, str]] = None,
-                  limits: Optional[Mapping[str, str]] = None) -> tasks_pb2.Resources:
+def idl_resources(
+    requests: Optional[Mapping[str, str]] = None, limits: Optional[Mapping[str, str]] = None
+) -> tasks_pb2.Resources:
     def entries(side: Optional[Mapping[str, str]]) -> list[tasks_pb2.Resources.ResourceEntry]:
         return [tasks_pb2.Resources.ResourceEntry(name=_IDL[k], value=v) for k, v in (side or {}).items()]
 
     return tasks_pb2.Resources(requests=entries(requests), limits=entries(limits))
 
 
-def template(task_type: str, custom: Optional[Mapping[str, Any]], version: int = 1, *, image: str = "img:1",
-             args: Optional[list[str]] = None, requests: Optional[Mapping[str, str]] = None,
-             limits: Optional[Mapping[str, str]] = None, pod_spec: Optional[Mapping[str, Any]] = None,
-             primary: Optional[str] = None, config: Optional[Mapping[str, str]] = None,
-             pod_labels: Optional[Mapping[str, str]] = None, task_labels: Optional[Mapping[str, str]] = None,
-             extended: Optional[tasks_pb2.ExtendedResources] = None) -> tasks_pb2.TaskTemplate:
+def template(
+    task_type: str,
+    custom: Optional[Mapping[str, Any]],
+    version: int = 1,
+    *,
+    image: str = "img:1",
+    args: Optional[list[str]] = None,
+    requests: Optional[Mapping[str, str]] = None,
+    limits: Optional[Mapping[str, str]] = None,
+    pod_spec: Optional[Mapping[str, Any]] = None,
+    primary: Optional[str] = None,
+    config: Optional[Mapping[str, str]] = None,
+    pod_labels: Optional[Mapping[str, str]] = None,
+    task_labels: Optional[Mapping[str, str]] = None,
+    extended: Optional[tasks_pb2.ExtendedResources] = None,
+) -> tasks_pb2.TaskTemplate:
     t = tasks_pb2.TaskTemplate(type=task_type, task_type_version=version)
     t.id.project, t.id.domain, t.id.name, t.id.version = "proj", "dev", "wf.train", "v1"
     if custom is not None:
@@ -67,12 +90,21 @@ def template(task_type: str, custom: Optional[Mapping[str, Any]], version: int =
     return t
 
 
-def metadata(namespace: str = "proj-dev", name: str = "abc123", node: str = "n0", attempt: int = 0, *,
-             labels: Optional[Mapping[str, str]] = None, annotations: Optional[Mapping[str, str]] = None,
-             sa: str = "", interruptible: bool = False, env: Optional[Mapping[str, str]] = None,
-             override_requests: Optional[Mapping[str, str]] = None,
-             override_limits: Optional[Mapping[str, str]] = None,
-             override_image: str = "") -> TaskExecutionMetadata:
+def metadata(
+    namespace: str = "proj-dev",
+    name: str = "abc123",
+    node: str = "n0",
+    attempt: int = 0,
+    *,
+    labels: Optional[Mapping[str, str]] = None,
+    annotations: Optional[Mapping[str, str]] = None,
+    sa: str = "",
+    interruptible: bool = False,
+    env: Optional[Mapping[str, str]] = None,
+    override_requests: Optional[Mapping[str, str]] = None,
+    override_limits: Optional[Mapping[str, str]] = None,
+    override_image: str = "",
+) -> TaskExecutionMetadata:
     m = TaskExecutionMetadata(namespace=namespace, k8s_service_account=sa, interruptible=interruptible)
     tid = m.task_execution_id
     tid.node_execution_id.execution_id.project = "proj"
@@ -128,16 +160,29 @@ def kit(crd_dir: Path) -> SimpleNamespace:
         assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
         json.dumps(obj, allow_nan=False)  # plain JSON
 
-    def build(t: tasks_pb2.TaskTemplate, m: Optional[TaskExecutionMetadata] = None,
-              config: Optional[BackendConfig] = None, **kw: Any) -> dict[str, Any]:
+    def build(
+        t: tasks_pb2.TaskTemplate,
+        m: Optional[TaskExecutionMetadata] = None,
+        config: Optional[BackendConfig] = None,
+        **kw: Any,
+    ) -> dict[str, Any]:
         cfg = config if config is not None else default
         if cfg.crd_dir is None:
-            cfg = BackendConfig(k8s=cfg.k8s, ray=cfg.ray, kf_operator=cfg.kf_operator, logs=cfg.logs,
-                                crd_dir=str(crd_dir))
+            cfg = dataclasses.replace(cfg, crd_dir=str(crd_dir))
         obj = build_object(t, m if m is not None else metadata(), cfg, **kw)
         check(obj)
         return obj
 
-    return SimpleNamespace(build=build, check=check, template=template, metadata=metadata, q=q,
-                           quantities=quantities, container=container, env_of=env_of, config=default,
-                           idl_resources=idl_resources, ARGS=ARGS)
+    return SimpleNamespace(
+        build=build,
+        check=check,
+        template=template,
+        metadata=metadata,
+        q=q,
+        quantities=quantities,
+        container=container,
+        env_of=env_of,
+        config=default,
+        idl_resources=idl_resources,
+        ARGS=ARGS,
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from flytekitplugins.kubejobs.backend import BackendConfig
 from flytekitplugins.kubejobs.backend.config import parse_go_duration
 from flytekitplugins.kubejobs.backend.naming import object_name
@@ -60,9 +59,16 @@ def _check(cfg: BackendConfig) -> None:
     assert k8s.interruptible_node_selector_requirement == {"key": "spot", "operator": "In", "values": ["true"]}
     assert k8s.enable_distributed_error_aggregation is True
     assert (ray.shutdown_after_job_finishes, ray.ttl_seconds_after_finished, ray.service_type) == (
-        False, 120, "ClusterIP")
+        False,
+        120,
+        "ClusterIP",
+    )
     assert (ray.include_dashboard, ray.dashboard_host, ray.enable_usage_stats, ray.service_account) == (
-        False, "127.0.0.1", True, "ray-sa")
+        False,
+        "127.0.0.1",
+        True,
+        "ray-sa",
+    )
     assert ray.head_start_parameters == {"block": "true"} and ray.head_ip_address == "$MY_IP"
     assert ray.worker_start_parameters == {"disable-usage-stats": "true"}
     assert ray.logs_sidecar == {"name": "logs", "image": "busybox"}
@@ -98,21 +104,25 @@ def test_legacy_node_ip_address():
     assert cfg.ray.head_ip_address == cfg.ray.worker_ip_address == "$OLD"
 
 
-@pytest.mark.parametrize(("plugins", "match"), [
-    ({"k8s": {"default-cpus": "lots"}}, r"plugins\.k8s\.default-cpus"),
-    ({"k8s": {"default-tolerations": {"key": "x"}}}, r"plugins\.k8s\.default-tolerations must be a list"),
-    ({"k8s": {"enable-distributed-error-aggregation": "yes"}}, r"enable-distributed-error-aggregation"),
-    ({"ray": {"ttlSecondsAfterFinished": "60"}}, r"plugins\.ray\.ttlSecondsAfterFinished must be an int"),
-    ({"kf-operator": {"timeout": "soon"}}, r"plugins\.kf-operator\.timeout"),
-    ({"k8s": []}, r"plugins\.k8s must be a mapping"),
-])
+@pytest.mark.parametrize(
+    ("plugins", "match"),
+    [
+        ({"k8s": {"default-cpus": "lots"}}, r"plugins\.k8s\.default-cpus"),
+        ({"k8s": {"default-tolerations": {"key": "x"}}}, r"plugins\.k8s\.default-tolerations must be a list"),
+        ({"k8s": {"enable-distributed-error-aggregation": "yes"}}, r"enable-distributed-error-aggregation"),
+        ({"ray": {"ttlSecondsAfterFinished": "60"}}, r"plugins\.ray\.ttlSecondsAfterFinished must be an int"),
+        ({"kf-operator": {"timeout": "soon"}}, r"plugins\.kf-operator\.timeout"),
+        ({"k8s": []}, r"plugins\.k8s must be a mapping"),
+    ],
+)
 def test_bad_config_names_the_key(plugins, match):
     with pytest.raises((ValueError, TypeError), match=match):
         BackendConfig.from_flyte_config(plugins)
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("1m", 60), ("1h30m", 5400), ("90s", 90), ("500ms", 0.5), ("0", 0),
-                                               (30, 30)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("1m", 60), ("1h30m", 5400), ("90s", 90), ("500ms", 0.5), ("0", 0), (30, 30)]
+)
 def test_go_durations(text, seconds):
     assert parse_go_duration("t", text) == pytest.approx(seconds)
 
@@ -139,6 +149,7 @@ def test_long_names_keep_a_prefix_and_stay_distinct():
 
 
 def test_object_name_from_execution_id(kit):
-    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), kit.metadata(name="f7e", node="n1",
-                                                                                               attempt=2))
+    obj = kit.build(
+        kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), kit.metadata(name="f7e", node="n1", attempt=2)
+    )
     assert obj["metadata"]["name"] == "f7e-n1-2"

@@ -7,41 +7,103 @@ import copy
 from typing import Any
 
 import pytest
+from flytekitplugins.kubejobs.backend import BuildError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flytekitplugins.kubejobs.backend import BuildError
+KEYS = [
+    "workerReplicas",
+    "masterReplicas",
+    "replicas",
+    "image",
+    "resources",
+    "requests",
+    "limits",
+    "name",
+    "value",
+    "restartPolicy",
+    "common",
+    "runPolicy",
+    "cleanPodPolicy",
+    "backoffLimit",
+    "elasticConfig",
+    "rdzvBackend",
+    "minReplicas",
+    "maxReplicas",
+    "nprocPerNode",
+    "psReplicas",
+    "chiefReplicas",
+    "evaluatorReplicas",
+    "launcherReplicas",
+    "command",
+    "slots",
+    "workers",
+    "numWorkers",
+    "rayCluster",
+    "headGroupSpec",
+    "workerGroupSpec",
+    "groupName",
+    "rayStartParams",
+    "k8sPod",
+    "podSpec",
+    "containers",
+    "metadata",
+    "labels",
+    "enableAutoscaling",
+    "autoscalerOptions",
+    "upscalingMode",
+    "runtimeEnv",
+    "runtimeEnvYaml",
+    "shutdownAfterJobFinishes",
+    "ttlSecondsAfterFinished",
+    "kubejobs",
+    "version",
+    "replicaSpecs",
+    "Worker",
+    "Master",
+    "nodeSelector",
+    "tolerations",
+    "env",
+    "volumes",
+    "suspend",
+]
 
-KEYS = ["workerReplicas", "masterReplicas", "replicas", "image", "resources", "requests", "limits", "name",
-        "value", "restartPolicy", "common", "runPolicy", "cleanPodPolicy", "backoffLimit", "elasticConfig",
-        "rdzvBackend", "minReplicas", "maxReplicas", "nprocPerNode", "psReplicas", "chiefReplicas",
-        "evaluatorReplicas", "launcherReplicas", "command", "slots", "workers", "numWorkers", "rayCluster",
-        "headGroupSpec", "workerGroupSpec", "groupName", "rayStartParams", "k8sPod", "podSpec", "containers",
-        "metadata", "labels", "enableAutoscaling", "autoscalerOptions", "upscalingMode", "runtimeEnv",
-        "runtimeEnvYaml", "shutdownAfterJobFinishes", "ttlSecondsAfterFinished", "kubejobs", "version",
-        "replicaSpecs", "Worker", "Master", "nodeSelector", "tolerations", "env", "volumes", "suspend"]
-
-leaves = (st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False)
-          | st.sampled_from(["", "1", "-1", "2Gi", "CPU", "GPU", "RESTART_POLICY_ALWAYS", "lots", "w", "ray-worker"])
-          | st.text(max_size=8))
+leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False)
+    | st.sampled_from(["", "1", "-1", "2Gi", "CPU", "GPU", "RESTART_POLICY_ALWAYS", "lots", "w", "ray-worker"])
+    | st.text(max_size=8)
+)
 json_values = st.recursive(
     leaves,
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), children, max_size=4)
+    ),
     max_leaves=25,
 )
 customs = st.dictionaries(st.sampled_from(KEYS), json_values, max_size=5)
 
 GOOD = {
-    "pytorch": {"workerReplicas": {"replicas": 2, "resources": {"limits": [{"name": "CPU", "value": "2"}]}},
-                "runPolicy": {"cleanPodPolicy": "CLEANPOD_POLICY_ALL"}, "elasticConfig": {"minReplicas": 1}},
+    "pytorch": {
+        "workerReplicas": {"replicas": 2, "resources": {"limits": [{"name": "CPU", "value": "2"}]}},
+        "runPolicy": {"cleanPodPolicy": "CLEANPOD_POLICY_ALL"},
+        "elasticConfig": {"minReplicas": 1},
+    },
     "tensorflow": {"workerReplicas": {"replicas": 2}, "psReplicas": {"common": {"replicas": 1}}},
     "mpi": {"workerReplicas": {"replicas": 2, "command": ["sshd"]}, "slots": 2},
-    "ray": {"rayCluster": {"headGroupSpec": {"rayStartParams": {"a": "b"}},
-                           "workerGroupSpec": [{"groupName": "w", "replicas": 1,
-                                                "k8sPod": {"podSpec": {"containers": [{"name": "ray-worker"}]}}}],
-                           "autoscalerOptions": {"env": [{"key": "A", "value": "1"}]}},
-            "kubejobs": {"version": 1}},
+    "ray": {
+        "rayCluster": {
+            "headGroupSpec": {"rayStartParams": {"a": "b"}},
+            "workerGroupSpec": [
+                {"groupName": "w", "replicas": 1, "k8sPod": {"podSpec": {"containers": [{"name": "ray-worker"}]}}}
+            ],
+            "autoscalerOptions": {"env": [{"key": "A", "value": "1"}]},
+        },
+        "kubejobs": {"version": 1},
+    },
 }
 
 
@@ -78,7 +140,7 @@ def _build_or_build_error(kit, task_type: str, custom: Any, version: int) -> Non
         assert str(e)
 
 
-FUZZ = settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @FUZZ
@@ -104,3 +166,26 @@ def test_huge_replica_counts_are_refused_by_name(kit, task_type):
         custom["workerReplicas"]["replicas"] = 2**31
     with pytest.raises(BuildError, match="replicas"):
         kit.build(kit.template(task_type, custom, 1))
+
+
+pod_specs = st.dictionaries(
+    st.sampled_from(["containers", "volumes", "tolerations", "nodeSelector", "affinity", "restartPolicy"]),
+    json_values
+    | st.lists(st.dictionaries(st.sampled_from(["name", "image", "env", "resources", "args", "ports"]), json_values)),
+    max_size=4,
+)
+
+
+@FUZZ
+@given(task_type=st.sampled_from(sorted(GOOD)), pod_spec=pod_specs, primary=st.sampled_from(["primary", "", "x"]))
+def test_random_task_pod_specs(kit, task_type, pod_spec, primary):
+    try:
+        template = kit.template(
+            task_type, GOOD[task_type], 0 if task_type == "ray" else 1, pod_spec=pod_spec, primary=primary
+        )
+    except (TypeError, ValueError):
+        return
+    try:
+        kit.build(template)
+    except BuildError as e:
+        assert str(e)

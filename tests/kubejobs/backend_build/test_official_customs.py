@@ -11,20 +11,29 @@ import yaml
 from flytekit import PodTemplate, Resources, task
 from flytekit.configuration import Image, ImageConfig, SerializationSettings
 from flytekit.tools.translator import get_serializable
-from kubernetes.client import V1Container, V1PodSpec, V1Toleration
 from flytekitplugins.kfmpi import HorovodJob, Launcher, MPIJob
 from flytekitplugins.kfmpi import Worker as MPIWorker
 from flytekitplugins.kfpytorch import CleanPodPolicy, Master, PyTorch, RestartPolicy, RunPolicy, Worker
 from flytekitplugins.kftensorflow import PS, Chief, TfJob
 from flytekitplugins.kftensorflow import Worker as TFWorker
 from flytekitplugins.ray import HeadNodeConfig, RayJobConfig, WorkerNodeConfig
+from kubernetes.client import V1Container, V1PodSpec, V1Toleration
 
 
-@task(shared_memory=True, task_config=PyTorch(increase_shared_mem=False, worker=Worker(replicas=3, image="train:2", limits=Resources(gpu="1", cpu="4", mem="8Gi"),
-                                        restart_policy=RestartPolicy.FAILURE),
-                          master=Master(restart_policy=RestartPolicy.ALWAYS),
-                          run_policy=RunPolicy(clean_pod_policy=CleanPodPolicy.ALL, backoff_limit=2,
-                                               ttl_seconds_after_finished=60)))
+@task(
+    shared_memory=True,
+    task_config=PyTorch(
+        increase_shared_mem=False,
+        worker=Worker(
+            replicas=3,
+            image="train:2",
+            limits=Resources(gpu="1", cpu="4", mem="8Gi"),
+            restart_policy=RestartPolicy.FAILURE,
+        ),
+        master=Master(restart_policy=RestartPolicy.ALWAYS),
+        run_policy=RunPolicy(clean_pod_policy=CleanPodPolicy.ALL, backoff_limit=2, ttl_seconds_after_finished=60),
+    ),
+)
 def pytorch_task() -> None: ...
 
 
@@ -44,11 +53,18 @@ def mpi_task() -> None: ...
 def horovod_task() -> None: ...
 
 
-@task(task_config=RayJobConfig(
-    head_node_config=HeadNodeConfig(ray_start_params={"num-cpus": "1"}),
-    worker_node_config=[WorkerNodeConfig(group_name="cpu", replicas=2, min_replicas=1, max_replicas=4),
-                        WorkerNodeConfig(group_name="gpu", replicas=1, limits=Resources(gpu="1", cpu="8"))],
-    runtime_env={"pip": ["numpy"]}, shutdown_after_job_finishes=True, ttl_seconds_after_finished=120))
+@task(
+    task_config=RayJobConfig(
+        head_node_config=HeadNodeConfig(ray_start_params={"num-cpus": "1"}),
+        worker_node_config=[
+            WorkerNodeConfig(group_name="cpu", replicas=2, min_replicas=1, max_replicas=4),
+            WorkerNodeConfig(group_name="gpu", replicas=1, limits=Resources(gpu="1", cpu="8")),
+        ],
+        runtime_env={"pip": ["numpy"]},
+        shutdown_after_job_finishes=True,
+        ttl_seconds_after_finished=120,
+    )
+)
 def ray_task() -> None: ...
 
 
@@ -56,16 +72,25 @@ def ray_task() -> None: ...
 def ray_minimal_task() -> None: ...
 
 
-@task(task_config=PyTorch(num_workers=1, increase_shared_mem=False),
-      pod_template=PodTemplate(primary_container_name="primary", labels={"team": "ml"},
-                               pod_spec=V1PodSpec(containers=[V1Container(name="primary")],
-                                                  tolerations=[V1Toleration(key="t", operator="Exists")])))
+@task(
+    task_config=PyTorch(num_workers=1, increase_shared_mem=False),
+    pod_template=PodTemplate(
+        primary_container_name="primary",
+        labels={"team": "ml"},
+        pod_spec=V1PodSpec(
+            containers=[V1Container(name="primary")], tolerations=[V1Toleration(key="t", operator="Exists")]
+        ),
+    ),
+)
 def pytorch_pod_template_task() -> None: ...
 
 
 SETTINGS = SerializationSettings(
-    project="proj", domain="dev", version="v1",
-    image_config=ImageConfig(default_image=Image(name="default", fqn="registry.example/flyte-default", tag="1.0")))
+    project="proj",
+    domain="dev",
+    version="v1",
+    image_config=ImageConfig(default_image=Image(name="default", fqn="registry.example/flyte-default", tag="1.0")),
+)
 IMAGE = "registry.example/flyte-default:1.0"
 
 
@@ -86,7 +111,8 @@ def test_pytorch(kit):
     assert (specs["Worker"]["replicas"], specs["Worker"]["restartPolicy"]) == (3, "OnFailure")
     assert _c(specs["Worker"])["image"] == "train:2" and _c(specs["Master"])["image"] == IMAGE
     assert kit.quantities(_c(specs["Worker"])["resources"]["limits"]) == kit.quantities(
-        {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"})
+        {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
+    )
     assert obj["spec"]["runPolicy"] == {"cleanPodPolicy": "All", "backoffLimit": 2, "ttlSecondsAfterFinished": 60}
     for spec in specs.values():  # @task(shared_memory=True) arrives as extended resources
         assert any(v.get("emptyDir", {}).get("medium") == "Memory" for v in spec["template"]["spec"]["volumes"])
@@ -141,7 +167,8 @@ def test_ray(kit):
     assert [(g["replicas"], g["minReplicas"], g["maxReplicas"]) for g in groups.values()] == [(2, 1, 4), (1, 1, 1)]
     gpu = kit.container(groups["gpu"]["template"]["spec"], "ray-worker")
     assert kit.quantities(gpu["resources"]["limits"]) == kit.quantities(
-        {"cpu": "8", "memory": "1024Mi", "nvidia.com/gpu": "1"})
+        {"cpu": "8", "memory": "1024Mi", "nvidia.com/gpu": "1"}
+    )
     cpu = kit.container(groups["cpu"]["template"]["spec"], "ray-worker")
     assert kit.quantities(cpu["resources"]["limits"]) == kit.quantities({"cpu": "1000m", "memory": "1024Mi"})
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from flyteidl.core import tasks_pb2
-
 from flytekitplugins.kubejobs.backend import BackendConfig, BuildError
 
 GPU_T = {"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
@@ -13,19 +12,23 @@ DEFAULT_T = {"key": "d", "operator": "Exists"}
 REQ = {"key": "spot", "operator": "In", "values": ["true"]}
 NON_REQ = {"key": "spot", "operator": "DoesNotExist"}
 
-SCHED_CONFIG = BackendConfig.from_flyte_config({"k8s": {
-    "resource-tolerations": {"nvidia.com/gpu": [GPU_T]},
-    "interruptible-tolerations": [SPOT_T],
-    "default-tolerations": [DEFAULT_T],
-    "interruptible-node-selector": {"pool": "spot"},
-    "default-node-selector": {"zone": "a"},
-    "interruptible-node-selector-requirement": REQ,
-    "non-interruptible-node-selector-requirement": NON_REQ,
-    "default-labels": {"dl": "1"},
-    "default-annotations": {"da": "1"},
-    "default-env-vars": {"DEFAULT_ENV": "x"},
-    "scheduler-name": "volcano",
-}})
+SCHED_CONFIG = BackendConfig.from_flyte_config(
+    {
+        "k8s": {
+            "resource-tolerations": {"nvidia.com/gpu": [GPU_T]},
+            "interruptible-tolerations": [SPOT_T],
+            "default-tolerations": [DEFAULT_T],
+            "interruptible-node-selector": {"pool": "spot"},
+            "default-node-selector": {"zone": "a"},
+            "interruptible-node-selector-requirement": REQ,
+            "non-interruptible-node-selector-requirement": NON_REQ,
+            "default-labels": {"dl": "1"},
+            "default-annotations": {"da": "1"},
+            "default-env-vars": {"DEFAULT_ENV": "x"},
+            "scheduler-name": "volcano",
+        }
+    }
+)
 
 
 def _specs(obj):
@@ -42,13 +45,19 @@ def test_resource_tolerations_only_where_requested(kit):
     assert worker["schedulerName"] == "volcano"
 
 
-@pytest.mark.parametrize(("interruptible", "tolerations", "selector", "requirement"), [
-    (True, [SPOT_T, DEFAULT_T], {"zone": "a", "pool": "spot"}, REQ),
-    (False, [DEFAULT_T], {"zone": "a"}, NON_REQ),
-])
+@pytest.mark.parametrize(
+    ("interruptible", "tolerations", "selector", "requirement"),
+    [
+        (True, [SPOT_T, DEFAULT_T], {"zone": "a", "pool": "spot"}, REQ),
+        (False, [DEFAULT_T], {"zone": "a"}, NON_REQ),
+    ],
+)
 def test_interruptible_scheduling(kit, interruptible, tolerations, selector, requirement):
-    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}),
-                    kit.metadata(interruptible=interruptible), config=SCHED_CONFIG)
+    obj = kit.build(
+        kit.template("pytorch", {"workerReplicas": {"replicas": 1}}),
+        kit.metadata(interruptible=interruptible),
+        config=SCHED_CONFIG,
+    )
     for spec in _specs(obj).values():
         pod = spec["template"]["spec"]
         assert pod["tolerations"] == tolerations
@@ -83,8 +92,10 @@ def test_service_account_from_execution(kit):
 
 
 def test_task_template_vars_are_rendered(kit):
-    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}),
-                    template_vars={"input": "s3://in", "outputPrefix": "s3://out"})
+    obj = kit.build(
+        kit.template("pytorch", {"workerReplicas": {"replicas": 1}}),
+        template_vars={"input": "s3://in", "outputPrefix": "s3://out"},
+    )
     args = _specs(obj)["Worker"]["template"]["spec"]["containers"][0]["args"]
     assert args[:5] == ["pyflyte-execute", "--inputs", "s3://in", "--output-prefix", "s3://out"]
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}))
@@ -94,17 +105,27 @@ def test_task_template_vars_are_rendered(kit):
 def test_gpu_accelerator_and_shared_memory(kit):
     ext = tasks_pb2.ExtendedResources(
         gpu_accelerator=tasks_pb2.GPUAccelerator(device="nvidia-tesla-a100", partition_size="1g.5gb"),
-        shared_memory=tasks_pb2.SharedMemory(mount_path="/dev/shm", mount_name="shm", size_limit="2Gi"))
+        shared_memory=tasks_pb2.SharedMemory(mount_path="/dev/shm", mount_name="shm", size_limit="2Gi"),
+    )
     custom = {"workerReplicas": {"replicas": 1, "resources": {"limits": [{"name": "GPU", "value": "1"}]}}}
     obj = kit.build(kit.template("pytorch", custom, extended=ext))
     worker = _specs(obj)["Worker"]["template"]["spec"]
     master = _specs(obj)["Master"]["template"]["spec"]
     terms = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [
-        {"key": "k8s.amazonaws.com/accelerator", "operator": "In", "values": ["nvidia-tesla-a100"]},
-        {"key": "k8s.amazonaws.com/gpu-partition-size", "operator": "In", "values": ["1g.5gb"]}]}]
-    assert {"key": "k8s.amazonaws.com/accelerator", "value": "nvidia-tesla-a100", "operator": "Equal",
-            "effect": "NoSchedule"} in worker["tolerations"]
+    assert terms == [
+        {
+            "matchExpressions": [
+                {"key": "k8s.amazonaws.com/accelerator", "operator": "In", "values": ["nvidia-tesla-a100"]},
+                {"key": "k8s.amazonaws.com/gpu-partition-size", "operator": "In", "values": ["1g.5gb"]},
+            ]
+        }
+    ]
+    assert {
+        "key": "k8s.amazonaws.com/accelerator",
+        "value": "nvidia-tesla-a100",
+        "operator": "Equal",
+        "effect": "NoSchedule",
+    } in worker["tolerations"]
     assert master["affinity"] == {}  # no GPU limit on the master
     for pod in (worker, master):
         assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}} in pod["volumes"]
@@ -119,8 +140,9 @@ def test_shared_memory_needs_a_name(kit):
 
 def test_node_pod_template_override_replaces_the_pod(kit):
     m = kit.metadata()
-    m.overrides.pod_template.pod_spec.update({"containers": [{"name": "main", "image": "over:1"}],
-                                              "priorityClassName": "high"})
+    m.overrides.pod_template.pod_spec.update(
+        {"containers": [{"name": "main", "image": "over:1"}], "priorityClassName": "high"}
+    )
     m.overrides.pod_template.primary_container_name = "main"
     m.overrides.pod_template.metadata.labels["o"] = "1"
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), m)
@@ -157,3 +179,84 @@ def test_inputs_are_not_mutated(kit):
     kit.build(t, m, config=cfg)
     assert t.SerializeToString(deterministic=True) == t_bytes and m.SerializeToString(deterministic=True) == m_bytes
     assert repr(cfg) == before
+
+
+def test_deviation_object_metadata_has_no_owner_or_finalizer(kit):
+    # Propeller's PluginManager adds ownerReferences (to the workflow CR) and an optional finalizer; a
+    # connector has no owner object and deletes the job itself.
+    obj = kit.build(kit.template("mpi", {"workerReplicas": {"replicas": 1}}))
+    assert set(obj) == {"apiVersion", "kind", "metadata", "spec"}
+    assert set(obj["metadata"]) == {"name", "namespace", "labels", "annotations"}
+
+
+def test_deviation_flyte_env_is_what_the_connector_knows(kit):
+    # Go also sets FLYTE_INTERNAL_EXECUTION_WORKFLOW and FLYTE_EXECUTION_URL when propeller knows them; a
+    # connector's TaskExecutionMetadata carries neither.
+    obj = kit.build(kit.template("tensorflow", {"workerReplicas": {"replicas": 1}}, args=["x"]))
+    c = obj["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert [e["name"] for e in c["env"]] == [
+        "FLYTE_INTERNAL_EXECUTION_ID",
+        "FLYTE_INTERNAL_EXECUTION_PROJECT",
+        "FLYTE_INTERNAL_EXECUTION_DOMAIN",
+        "FLYTE_ATTEMPT_NUMBER",
+        "FLYTE_INTERNAL_TASK_PROJECT",
+        "FLYTE_INTERNAL_TASK_DOMAIN",
+        "FLYTE_INTERNAL_TASK_NAME",
+        "FLYTE_INTERNAL_TASK_VERSION",
+    ]
+
+
+BASE_TEMPLATE = {
+    "metadata": {"labels": {"from": "template", "team": "base"}},
+    "spec": {
+        "containers": [
+            {"name": "default", "image": "ignored:0", "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]},
+            {
+                "name": "primary",
+                "resources": {"limits": {"example.com/nic": "1"}, "requests": {"example.com/nic": "1"}},
+            },
+        ],
+        "volumes": [{"name": "cache", "emptyDir": {}}],
+        "priorityClassName": "batch",
+    },
+}
+
+
+@pytest.mark.parametrize("by", ["task", "default"])
+def test_base_pod_template(kit, by):
+    if by == "task":
+        cfg = BackendConfig(pod_templates={"base": BASE_TEMPLATE})
+        t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}})
+        t.metadata.pod_template_name = "base"
+    else:
+        cfg = BackendConfig.from_flyte_config({"k8s": {"default-pod-template-name": "base"}})
+        cfg = BackendConfig(k8s=cfg.k8s, pod_templates={"base": BASE_TEMPLATE})
+        t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}})
+    obj = kit.build(t, kit.metadata(labels={"team": "exec"}), config=cfg)
+    worker = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    c = worker["spec"]["containers"][0]
+    assert c["name"] == "pytorch" and c["image"] == "img:1"  # the task's values win
+    assert c["volumeMounts"] == [{"name": "cache", "mountPath": "/cache"}]
+    assert kit.q(c["resources"]["limits"]["example.com/nic"]) == 1
+    assert worker["spec"]["priorityClassName"] == "batch" and worker["spec"]["volumes"] == [
+        {"name": "cache", "emptyDir": {}}
+    ]
+    assert worker["metadata"]["labels"] == {"from": "template", "team": "exec"}
+
+
+def test_missing_named_pod_template_is_an_error(kit):
+    t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}})
+    t.metadata.pod_template_name = "nope"
+    with pytest.raises(BuildError, match="PodTemplate 'nope' does not exist"):
+        kit.build(t)
+    cfg = BackendConfig.from_flyte_config({"k8s": {"default-pod-template-name": "absent"}})
+    kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), config=cfg)  # default: optional
+
+
+def test_deviation_resource_tolerations_in_name_order(kit):
+    cfg = BackendConfig.from_flyte_config(
+        {"k8s": {"resource-tolerations": {"nvidia.com/gpu": [GPU_T], "cpu": [SPOT_T], "memory": [DEFAULT_T]}}}
+    )
+    custom = {"workerReplicas": {"replicas": 1, "resources": {"limits": [{"name": "GPU", "value": "1"}]}}}
+    obj = kit.build(kit.template("pytorch", custom), config=cfg)
+    assert _specs(obj)["Worker"]["template"]["spec"]["tolerations"] == [SPOT_T, DEFAULT_T, GPU_T]

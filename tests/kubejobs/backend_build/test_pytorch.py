@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from flytekitplugins.kubejobs.backend import BackendConfig, BuildError
 from flytekitplugins.kubejobs.backend.config import K8sConfig
 
@@ -11,10 +10,20 @@ ELASTIC = {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 4, "nprocPerN
 
 # (custom, version, expected {role: replicas}, elastic expected)
 CASES = [
-    ("v1 deprecated fields", {"workerReplicas": {"replicas": 3}, "masterReplicas": {"replicas": 5}}, 1,
-     {"Master": 1, "Worker": 3}, False),
-    ("v1 common wins", {"workerReplicas": {"replicas": 3, "common": {"replicas": 2}}}, 1, {"Master": 1, "Worker": 2},
-     False),
+    (
+        "v1 deprecated fields",
+        {"workerReplicas": {"replicas": 3}, "masterReplicas": {"replicas": 5}},
+        1,
+        {"Master": 1, "Worker": 3},
+        False,
+    ),
+    (
+        "v1 common wins",
+        {"workerReplicas": {"replicas": 3, "common": {"replicas": 2}}},
+        1,
+        {"Master": 1, "Worker": 2},
+        False,
+    ),
     ("v1 zero workers is master-only", {"workerReplicas": {}}, 1, {"Master": 1}, False),
     ("v1 missing roles", {}, 1, {"Master": 1}, False),
     ("v1 elastic drops master", {"workerReplicas": {"replicas": 4}, "elasticConfig": ELASTIC}, 1, {"Worker": 4}, True),
@@ -36,8 +45,13 @@ def test_replica_specs(kit, custom, version, roles, elastic):
         assert spec["restartPolicy"] == "Never"
         assert spec["template"]["spec"]["containers"][0]["image"] == "img:1"
     if elastic:  # all five fields, always
-        assert obj["spec"]["elasticPolicy"] == {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 4,
-                                                "nProcPerNode": 8, "maxRestarts": 3}
+        assert obj["spec"]["elasticPolicy"] == {
+            "rdzvBackend": "c10d",
+            "minReplicas": 1,
+            "maxReplicas": 4,
+            "nProcPerNode": 8,
+            "maxRestarts": 3,
+        }
     else:
         assert "elasticPolicy" not in obj["spec"]
 
@@ -47,8 +61,13 @@ def test_elastic_policy_writes_zeros_and_validation_refuses_them(kit):
 
     t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}, "elasticConfig": {}})
     obj = build_object(t, kit.metadata(), validate=False)  # what Flyte writes (quirk 7)
-    assert obj["spec"]["elasticPolicy"] == {"rdzvBackend": "", "minReplicas": 0, "maxReplicas": 0,
-                                            "nProcPerNode": 0, "maxRestarts": 0}
+    assert obj["spec"]["elasticPolicy"] == {
+        "rdzvBackend": "",
+        "minReplicas": 0,
+        "maxReplicas": 0,
+        "nProcPerNode": 0,
+        "maxRestarts": 0,
+    }
     # deviation: validated, the object the training operator would refuse is a BuildError here
     with pytest.raises(BuildError, match=r"spec\.elasticPolicy\.minReplicas"):
         kit.build(t)
@@ -69,8 +88,10 @@ def test_worker_env_names_and_error_aggregation(kit):
     cfg = BackendConfig(k8s=K8sConfig(enable_distributed_error_aggregation=True))
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 2}}), config=cfg)
     worker = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert worker["env"][-2:] == [{"name": "_F_WN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                                  {"name": "_F_DES", "value": "Earliest"}]
+    assert worker["env"][-2:] == [
+        {"name": "_F_WN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "_F_DES", "value": "Earliest"},
+    ]
 
 
 def test_v0_has_no_env_names(kit):
@@ -79,13 +100,22 @@ def test_v0_has_no_env_names(kit):
     assert "_F_WN" not in kit.env_of(worker)
 
 
-@pytest.mark.parametrize(("policy", "expected"), [
-    ({}, {"cleanPodPolicy": "None"}),
-    ({"cleanPodPolicy": "CLEANPOD_POLICY_ALL", "ttlSecondsAfterFinished": 60, "activeDeadlineSeconds": 3600,
-      "backoffLimit": 2}, {"cleanPodPolicy": "All", "ttlSecondsAfterFinished": 60, "activeDeadlineSeconds": 3600,
-                           "backoffLimit": 2}),
-    ({"cleanPodPolicy": 1, "backoffLimit": 0}, {"cleanPodPolicy": "Running"}),
-])
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ({}, {"cleanPodPolicy": "None"}),
+        (
+            {
+                "cleanPodPolicy": "CLEANPOD_POLICY_ALL",
+                "ttlSecondsAfterFinished": 60,
+                "activeDeadlineSeconds": 3600,
+                "backoffLimit": 2,
+            },
+            {"cleanPodPolicy": "All", "ttlSecondsAfterFinished": 60, "activeDeadlineSeconds": 3600, "backoffLimit": 2},
+        ),
+        ({"cleanPodPolicy": 1, "backoffLimit": 0}, {"cleanPodPolicy": "Running"}),
+    ],
+)
 def test_run_policy(kit, policy, expected):
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}, "runPolicy": policy}))
     assert obj["spec"]["runPolicy"] == expected
@@ -95,10 +125,15 @@ def test_no_run_policy_is_an_empty_object(kit):
     assert kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}))["spec"]["runPolicy"] == {}
 
 
-@pytest.mark.parametrize(("policy", "expected"), [
-    ("RESTART_POLICY_ON_FAILURE", "OnFailure"), ("RESTART_POLICY_ALWAYS", "Always"), (2, "Always"),
-    ("RESTART_POLICY_NEVER", "Never"),
-])
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("RESTART_POLICY_ON_FAILURE", "OnFailure"),
+        ("RESTART_POLICY_ALWAYS", "Always"),
+        (2, "Always"),
+        ("RESTART_POLICY_NEVER", "Never"),
+    ],
+)
 def test_restart_policy(kit, policy, expected):
     custom = {"workerReplicas": {"replicas": 1, "restartPolicy": policy}}
     obj = kit.build(kit.template("pytorch", custom))
@@ -122,45 +157,58 @@ def _res(obj, role):
 def test_resources_role_over_task_over_platform_defaults(kit):
     worker_res = {"requests": [{"name": "CPU", "value": "4"}], "limits": [{"name": "MEMORY", "value": "8Gi"}]}
     custom = {"workerReplicas": {"replicas": 1, "resources": worker_res}, "masterReplicas": {"resources": {}}}
-    t = kit.template("pytorch", custom, requests={"cpu": "2", "gpu": "1", "ephemeral-storage": "1Gi"},
-                     limits={"gpu": "1"})
+    t = kit.template(
+        "pytorch", custom, requests={"cpu": "2", "gpu": "1", "ephemeral-storage": "1Gi"}, limits={"gpu": "1"}
+    )
     obj = kit.build(t, kit.metadata(override_requests={"cpu": "3", "memory": "3Gi"}))
     worker, master = _res(obj, "Worker"), _res(obj, "Master")
     # Worker: role cpu/memory (defaulted: cpu limit <- request, memory request <- limit); task GPU and storage kept;
     # the node override is replaced wholesale by the role resources (quirk 4).
     assert kit.quantities(worker["requests"]) == kit.quantities(
-        {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi"})
+        {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi"}
+    )
     assert kit.quantities(worker["limits"]) == kit.quantities(
-        {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi"})
+        {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi"}
+    )
     # Master has an empty resources message: ignored, so task < node override < platform defaults.
     assert kit.quantities(master["requests"]) == kit.quantities(
-        {"cpu": "3", "memory": "3Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi"})
+        {"cpu": "3", "memory": "3Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi"}
+    )
     assert kit.quantities(master["limits"]) == kit.quantities(
-        {"cpu": "3", "memory": "3Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi"})
+        {"cpu": "3", "memory": "3Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "1Gi"}
+    )
 
 
 def test_platform_defaults_fill_cpu_and_memory(kit):
     cfg = BackendConfig(k8s=K8sConfig(default_cpus="500m", default_memory="2Gi"))
-    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, limits={"memory": "4Gi"}),
-                    config=cfg)
+    obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, limits={"memory": "4Gi"}), config=cfg)
     res = _res(obj, "Worker")
     assert kit.quantities(res["requests"]) == kit.quantities({"cpu": "500m", "memory": "4Gi"})
     assert kit.quantities(res["limits"]) == kit.quantities({"cpu": "500m", "memory": "4Gi"})
 
 
 def test_request_above_limit_is_lowered_to_the_limit(kit):
-    custom = {"workerReplicas": {"replicas": 1, "resources": {"requests": [{"name": "CPU", "value": "8"}],
-                                                              "limits": [{"name": "CPU", "value": "2"}]}}}
+    custom = {
+        "workerReplicas": {
+            "replicas": 1,
+            "resources": {"requests": [{"name": "CPU", "value": "8"}], "limits": [{"name": "CPU", "value": "2"}]},
+        }
+    }
     res = _res(kit.build(kit.template("pytorch", custom)), "Worker")
     assert kit.q(res["requests"]["cpu"]) == kit.q(res["limits"]["cpu"]) == 2
 
 
 def test_pod_target_renames_only_the_primary_container(kit):
-    pod = {"containers": [{"name": "sidecar", "image": "side:1"},
-                          {"name": "primary", "image": "img:9", "args": ["train"]}],
-           "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}
-    t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, pod_spec=pod, primary="primary",
-                     pod_labels={"team": "ml"})
+    pod = {
+        "containers": [
+            {"name": "sidecar", "image": "side:1"},
+            {"name": "primary", "image": "img:9", "args": ["train"]},
+        ],
+        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}],
+    }
+    t = kit.template(
+        "pytorch", {"workerReplicas": {"replicas": 1}}, pod_spec=pod, primary="primary", pod_labels={"team": "ml"}
+    )
     obj = kit.build(t, kit.metadata(labels={"exec": "e1"}))
     spec = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     assert [c["name"] for c in spec["spec"]["containers"]] == ["sidecar", "pytorch"]
@@ -171,8 +219,9 @@ def test_pod_target_renames_only_the_primary_container(kit):
 
 
 def test_missing_primary_container_is_an_error(kit):
-    t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, pod_spec={"containers": [{"name": "a"}]},
-                     primary="primary")
+    t = kit.template(
+        "pytorch", {"workerReplicas": {"replicas": 1}}, pod_spec={"containers": [{"name": "a"}]}, primary="primary"
+    )
     with pytest.raises(BuildError, match=r"primary container \[primary\] not defined"):
         kit.build(t)
     t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, pod_spec={"containers": [{"name": "a"}]})

@@ -7,17 +7,22 @@ import json
 
 import pytest
 import yaml
-
 from flytekitplugins.kubejobs.backend import BackendConfig, BuildError, build_object
 from flytekitplugins.kubejobs.backend.config import RayConfig
 
-HEAD_DEFAULT = {"dashboard-host": "0.0.0.0", "disable-usage-stats": "true", "include-dashboard": "true",
-                "node-ip-address": "$MY_POD_IP"}
+HEAD_DEFAULT = {
+    "dashboard-host": "0.0.0.0",
+    "disable-usage-stats": "true",
+    "include-dashboard": "true",
+    "node-ip-address": "$MY_POD_IP",
+}
 
 
 def ray_custom(**extra):
-    cluster = {"headGroupSpec": {"rayStartParams": {"num-cpus": "1"}},
-               "workerGroupSpec": [{"groupName": "w", "replicas": 2, "rayStartParams": {"num-cpus": "2"}}]}
+    cluster = {
+        "headGroupSpec": {"rayStartParams": {"num-cpus": "1"}},
+        "workerGroupSpec": [{"groupName": "w", "replicas": 2, "rayStartParams": {"num-cpus": "2"}}],
+    }
     cluster.update(extra.pop("cluster", {}))
     return {"rayCluster": cluster, **extra}
 
@@ -33,39 +38,66 @@ def _group(obj, i=0):
 def test_start_params_defaults_and_injection(kit):
     obj = kit.build(kit.template("ray", ray_custom(), 0))
     assert _head(obj)["rayStartParams"] == {**HEAD_DEFAULT, "num-cpus": "1"}
-    assert _group(obj)["rayStartParams"] == {"num-cpus": "2", "disable-usage-stats": "true",
-                                             "node-ip-address": "$MY_POD_IP"}
+    assert _group(obj)["rayStartParams"] == {
+        "num-cpus": "2",
+        "disable-usage-stats": "true",
+        "node-ip-address": "$MY_POD_IP",
+    }
     obj = kit.build(kit.template("ray", {"rayCluster": {"workerGroupSpec": [{"groupName": "w", "replicas": 1}]}}, 0))
     assert _head(obj)["rayStartParams"] == HEAD_DEFAULT  # num-cpus never injected
     assert _group(obj)["rayStartParams"] == {"disable-usage-stats": "true", "node-ip-address": "$MY_POD_IP"}
 
 
 def test_start_params_from_config_are_copied(kit):
-    cfg = BackendConfig.from_flyte_config({"ray": {"includeDashboard": False, "dashboardHost": "1.2.3.4",
-                                                   "enableUsageStats": True,
-                                                   "defaults": {"headNode": {"startParameters": {"a": "b"},
-                                                                             "ipAddress": ""}}}})
+    cfg = BackendConfig.from_flyte_config(
+        {
+            "ray": {
+                "includeDashboard": False,
+                "dashboardHost": "1.2.3.4",
+                "enableUsageStats": True,
+                "defaults": {"headNode": {"startParameters": {"a": "b"}, "ipAddress": ""}},
+            }
+        }
+    )
     before = dict(cfg.ray.head_start_parameters)
     obj = kit.build(kit.template("ray", {"rayCluster": {"headGroupSpec": {}}}, 0), config=cfg)
-    assert _head(obj)["rayStartParams"] == {"a": "b", "include-dashboard": "false", "node-ip-address": "",
-                                            "dashboard-host": "1.2.3.4"}
+    assert _head(obj)["rayStartParams"] == {
+        "a": "b",
+        "include-dashboard": "false",
+        "node-ip-address": "",
+        "dashboard-host": "1.2.3.4",
+    }
     _head(obj)["rayStartParams"]["x"] = "y"
     assert cfg.ray.head_start_parameters == before  # no aliasing of the shared config
 
 
 def test_head_and_worker_templates(kit):
-    obj = kit.build(kit.template("ray", ray_custom(), 0, args=["pyflyte-execute", "--inputs", "{{.input}}"]),
-                    template_vars={"input": "s3://b/inputs.pb"})
+    obj = kit.build(
+        kit.template("ray", ray_custom(), 0, args=["pyflyte-execute", "--inputs", "{{.input}}"]),
+        template_vars={"input": "s3://b/inputs.pb"},
+    )
     head = kit.container(_head(obj)["template"]["spec"], "ray-head")
     worker = kit.container(_group(obj)["template"]["spec"], "ray-worker")
-    ports = [{"name": "redis", "containerPort": 6379}, {"name": "head", "containerPort": 10001},
-             {"name": "dashboard", "containerPort": 8265}]
+    ports = [
+        {"name": "redis", "containerPort": 6379},
+        {"name": "head", "containerPort": 10001},
+        {"name": "dashboard", "containerPort": 8265},
+    ]
     assert head["ports"] == ports and worker["ports"] == ports
     assert "args" not in head and "args" not in worker
     assert [e["name"] for e in head["env"][-3:]] == ["MY_POD_IP", "RAY_COLOR_PREFIX", "RAY_DATA_DISABLE_PROGRESS_BARS"]
     assert [e["name"] for e in worker["env"][-10:]] == [
-        "RAY_DISABLE_DOCKER_CPU_WARNING", "TYPE", "CPU_REQUEST", "CPU_LIMITS", "MEMORY_REQUESTS", "MEMORY_LIMITS",
-        "MY_POD_NAME", "MY_POD_IP", "RAY_COLOR_PREFIX", "RAY_DATA_DISABLE_PROGRESS_BARS"]
+        "RAY_DISABLE_DOCKER_CPU_WARNING",
+        "TYPE",
+        "CPU_REQUEST",
+        "CPU_LIMITS",
+        "MEMORY_REQUESTS",
+        "MEMORY_LIMITS",
+        "MY_POD_NAME",
+        "MY_POD_IP",
+        "RAY_COLOR_PREFIX",
+        "RAY_DATA_DISABLE_PROGRESS_BARS",
+    ]
     assert worker["lifecycle"] == {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
     assert "lifecycle" not in head
     assert _head(obj)["serviceType"] == "NodePort" and _head(obj)["enableIngress"] is False
@@ -81,25 +113,31 @@ def test_deviation_worker_memory_env_points_at_memory(kit):
     assert env["CPU_REQUEST"]["resourceFieldRef"] == {"containerName": "ray-worker", "resource": "requests.cpu"}
 
 
-@pytest.mark.parametrize(("group", "expected"), [
-    ({"replicas": 2}, (2, 0, 2)),
-    ({"replicas": 3, "minReplicas": 5, "maxReplicas": 1}, (3, 3, 3)),
-    ({"replicas": 2, "minReplicas": 1, "maxReplicas": 4}, (2, 1, 4)),
-    ({"maxReplicas": 5}, (0, 0, 5)),
-])
+@pytest.mark.parametrize(
+    ("group", "expected"),
+    [
+        ({"replicas": 2}, (2, 0, 2)),
+        ({"replicas": 3, "minReplicas": 5, "maxReplicas": 1}, (3, 3, 3)),
+        ({"replicas": 2, "minReplicas": 1, "maxReplicas": 4}, (2, 1, 4)),
+        ({"maxReplicas": 5}, (0, 0, 5)),
+    ],
+)
 def test_worker_replica_bounds(kit, group, expected):
     custom = {"rayCluster": {"workerGroupSpec": [{"groupName": "w", **group}]}}
     g = _group(kit.build(kit.template("ray", custom, 0)))
     assert (g["replicas"], g["minReplicas"], g["maxReplicas"]) == expected
 
 
-@pytest.mark.parametrize(("job", "config", "expected"), [
-    ({}, {}, (True, 3600)),
-    ({"shutdownAfterJobFinishes": True}, {}, (True, None)),  # task's TTL 0: delete at once
-    ({"shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 60}, {}, (True, 60)),
-    ({}, {"shutdownAfterJobFinishes": False}, (False, None)),
-    ({}, {"ttlSecondsAfterFinished": 100}, (True, 100)),
-])
+@pytest.mark.parametrize(
+    ("job", "config", "expected"),
+    [
+        ({}, {}, (True, 3600)),
+        ({"shutdownAfterJobFinishes": True}, {}, (True, None)),  # task's TTL 0: delete at once
+        ({"shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 60}, {}, (True, 60)),
+        ({}, {"shutdownAfterJobFinishes": False}, (False, None)),
+        ({}, {"ttlSecondsAfterFinished": 100}, (True, 100)),
+    ],
+)
 def test_shutdown_and_ttl(kit, job, config, expected):
     obj = kit.build(kit.template("ray", ray_custom(**job), 0), config=BackendConfig.from_flyte_config({"ray": config}))
     assert (obj["spec"]["shutdownAfterJobFinishes"], obj["spec"].get("ttlSecondsAfterFinished")) == expected
@@ -136,33 +174,56 @@ def test_entrypoint_quotes_empty_args(kit):
 
 
 def test_submitter_is_a_copy_of_the_task_pod(kit):
-    obj = kit.build(kit.template("ray", ray_custom(), 0, args=["pyflyte-execute", "x"]),
-                    kit.metadata(labels={"e": "1"}))
+    obj = kit.build(
+        kit.template("ray", ray_custom(), 0, args=["pyflyte-execute", "x"]), kit.metadata(labels={"e": "1"})
+    )
     sub = obj["spec"]["submitterPodTemplate"]
     c = sub["spec"]["containers"][0]
     assert c["name"] == obj["metadata"]["name"] and c["args"] == ["pyflyte-execute", "x"] and c["image"] == "img:1"
     assert sub["metadata"]["labels"] == {"e": "1"}
 
 
-@pytest.mark.parametrize(("task_sa", "config_sa", "expected"), [
-    ("task-sa", "", "task-sa"), ("task-sa", "ray-sa", "ray-sa"), ("", "ray-sa", "ray-sa"), ("", "", None)])
+@pytest.mark.parametrize(
+    ("task_sa", "config_sa", "expected"),
+    [("task-sa", "", "task-sa"), ("task-sa", "ray-sa", "ray-sa"), ("", "ray-sa", "ray-sa"), ("", "", None)],
+)
 def test_service_account(kit, task_sa, config_sa, expected):
     cfg = BackendConfig(ray=RayConfig(service_account=config_sa))
     obj = kit.build(kit.template("ray", ray_custom(), 0), kit.metadata(sa=task_sa), config=cfg)
-    for spec in (_head(obj)["template"]["spec"], _group(obj)["template"]["spec"],
-                 obj["spec"]["submitterPodTemplate"]["spec"]):
+    for spec in (
+        _head(obj)["template"]["spec"],
+        _group(obj)["template"]["spec"],
+        obj["spec"]["submitterPodTemplate"]["spec"],
+    ):
         assert spec.get("serviceAccountName") == expected
 
 
 def test_group_k8s_pod_overlay(kit):
-    worker_pod = {"containers": [{"name": "ray-worker", "image": "gpu:1",
-                                  "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": "8"}},
-                                  "env": [{"name": "X", "value": "1"}]},
-                                 {"name": "primary", "image": "dropped"}],
-                  "nodeSelector": {"gpu": "a100"},
-                  "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]}
-    custom = {"rayCluster": {"headGroupSpec": {}, "workerGroupSpec": [
-        {"groupName": "gpu", "replicas": 1, "k8sPod": {"podSpec": worker_pod, "metadata": {"labels": {"g": "1"}}}}]}}
+    worker_pod = {
+        "containers": [
+            {
+                "name": "ray-worker",
+                "image": "gpu:1",
+                "resources": {"limits": {"nvidia.com/gpu": 1, "cpu": "8"}},
+                "env": [{"name": "X", "value": "1"}],
+            },
+            {"name": "primary", "image": "dropped"},
+        ],
+        "nodeSelector": {"gpu": "a100"},
+        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    }
+    custom = {
+        "rayCluster": {
+            "headGroupSpec": {},
+            "workerGroupSpec": [
+                {
+                    "groupName": "gpu",
+                    "replicas": 1,
+                    "k8sPod": {"podSpec": worker_pod, "metadata": {"labels": {"g": "1"}}},
+                }
+            ],
+        }
+    }
     cfg = BackendConfig.from_flyte_config({"k8s": {"add-tolerations-for-extended-resources": ["nvidia.com/gpu"]}})
     obj = kit.build(kit.template("ray", custom, 0, requests={"cpu": "1"}), config=cfg)
     group = _group(obj)["template"]
@@ -170,8 +231,9 @@ def test_group_k8s_pod_overlay(kit):
     assert [c["name"] for c in spec["containers"]] == ["ray-worker"]  # unknown names are dropped
     worker = spec["containers"][0]
     assert worker["image"] == "gpu:1"
-    assert kit.quantities(worker["resources"]["limits"]) == kit.quantities({"cpu": "8", "memory": "1024Mi",
-                                                                            "nvidia.com/gpu": "1"})
+    assert kit.quantities(worker["resources"]["limits"]) == kit.quantities(
+        {"cpu": "8", "memory": "1024Mi", "nvidia.com/gpu": "1"}
+    )
     assert kit.env_of(worker)["X"] == "1" and kit.env_of(worker)["TYPE"] == "worker"
     assert spec["nodeSelector"] == {"gpu": "a100"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
@@ -181,27 +243,39 @@ def test_group_k8s_pod_overlay(kit):
 
 
 def test_autoscaler_options(kit):
-    opts = {"upscalingMode": "UPSCALING_MODE_CONSERVATIVE", "idleTimeoutSeconds": 30, "image": "as:1",
-            "env": [{"key": "A", "value": "1"}], "resources": {"requests": [{"name": "CPU", "value": "500m"}]}}
+    opts = {
+        "upscalingMode": "UPSCALING_MODE_CONSERVATIVE",
+        "idleTimeoutSeconds": 30,
+        "image": "as:1",
+        "env": [{"key": "A", "value": "1"}],
+        "resources": {"requests": [{"name": "CPU", "value": "500m"}]},
+    }
     obj = kit.build(kit.template("ray", ray_custom(cluster={"enableAutoscaling": True, "autoscalerOptions": opts}), 0))
     spec = obj["spec"]["rayClusterSpec"]
     assert spec["enableInTreeAutoscaling"] is True
-    assert spec["autoscalerOptions"] == {"upscalingMode": "Conservative", "idleTimeoutSeconds": 30, "image": "as:1",
-                                         "env": [{"name": "A", "value": "1"}],
-                                         "resources": {"requests": {"cpu": "500m"}}}
+    assert spec["autoscalerOptions"] == {
+        "upscalingMode": "Conservative",
+        "idleTimeoutSeconds": 30,
+        "image": "as:1",
+        "env": [{"name": "A", "value": "1"}],
+        "resources": {"requests": {"cpu": "500m"}},
+    }
     obj = kit.build(kit.template("ray", ray_custom(cluster={"autoscalerOptions": {}}), 0))
     assert obj["spec"]["rayClusterSpec"]["autoscalerOptions"] == {"resources": {}}
 
 
 def test_deviation_unparsable_autoscaler_resources_are_an_error(kit):
     opts = {"resources": {"requests": [{"name": "CPU", "value": "lots"}]}}
-    with pytest.raises(BuildError, match="autoscalerOptions.resources.requests.cpu"):
+    with pytest.raises(BuildError, match=r"autoscalerOptions\.resources\.requests\.cpu"):
         kit.build(kit.template("ray", ray_custom(cluster={"autoscalerOptions": opts}), 0))
 
 
 def test_logs_sidecar(kit):
-    sidecar = {"name": "fluentbit", "image": "fluent/fluent-bit:2",
-               "volumeMounts": [{"name": "old", "mountPath": "/tmp/ray"}]}
+    sidecar = {
+        "name": "fluentbit",
+        "image": "fluent/fluent-bit:2",
+        "volumeMounts": [{"name": "old", "mountPath": "/tmp/ray"}],
+    }
     cfg = BackendConfig.from_flyte_config({"ray": {"logsSidecar": sidecar}})
     obj = kit.build(kit.template("ray", ray_custom(), 0), config=cfg)
     head = _head(obj)["template"]["spec"]
@@ -209,7 +283,8 @@ def test_logs_sidecar(kit):
     assert {"name": "system-ray-state", "emptyDir": {}} in head["volumes"]
     assert head["containers"][0]["volumeMounts"] == [{"name": "system-ray-state", "mountPath": "/tmp/ray"}]
     assert head["containers"][1]["volumeMounts"] == [
-        {"name": "system-ray-state", "mountPath": "/tmp/ray", "readOnly": True}]
+        {"name": "system-ray-state", "mountPath": "/tmp/ray", "readOnly": True}
+    ]
     assert [c["name"] for c in _group(obj)["template"]["spec"]["containers"]] == ["ray-worker"]
     assert cfg.ray.logs_sidecar == sidecar  # config unchanged
 
@@ -227,14 +302,17 @@ def test_ray_version_is_ignored(kit):
     assert a == b
 
 
-@pytest.mark.parametrize(("custom", "match"), [
-    ({}, "has no rayCluster"),
-    ({"rayCluster": {"workerGroupSpec": [{"replicas": 1}]}}, r"groupName must not be empty"),
-    ({"rayCluster": {"workerGroupSpec": [{"groupName": "a"}, {"groupName": "a"}]}}, "used by another worker group"),
-    ({"rayCluster": {"workerGroupSpec": [{"groupName": "a", "replicas": -1}]}}, "replicas must not be negative"),
-    ({"rayCluster": {}, "ttlSecondsAfterFinished": -5}, "ttlSecondsAfterFinished must not be negative"),
-    ({"rayCluster": {"workerGroupSpec": {"groupName": "a"}}}, r"workerGroupSpec must be a list"),
-])
+@pytest.mark.parametrize(
+    ("custom", "match"),
+    [
+        ({}, "has no rayCluster"),
+        ({"rayCluster": {"workerGroupSpec": [{"replicas": 1}]}}, r"groupName must not be empty"),
+        ({"rayCluster": {"workerGroupSpec": [{"groupName": "a"}, {"groupName": "a"}]}}, "used by another worker group"),
+        ({"rayCluster": {"workerGroupSpec": [{"groupName": "a", "replicas": -1}]}}, "replicas must not be negative"),
+        ({"rayCluster": {}, "ttlSecondsAfterFinished": -5}, "ttlSecondsAfterFinished must not be negative"),
+        ({"rayCluster": {"workerGroupSpec": {"groupName": "a"}}}, r"workerGroupSpec must be a list"),
+    ],
+)
 def test_deviation_malformed_ray_customs(kit, custom, match):
     # Flyte panics on a missing rayCluster and passes the others to KubeRay, which rejects them.
     with pytest.raises(BuildError, match=match):

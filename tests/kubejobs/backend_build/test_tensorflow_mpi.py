@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import pytest
-
 from flytekitplugins.kubejobs.backend import BuildError
 
 TF = [
-    ("v1 all roles", {"workerReplicas": {"replicas": 2}, "psReplicas": {"replicas": 1},
-                      "chiefReplicas": {"replicas": 1}, "evaluatorReplicas": {"replicas": 1}}, 1,
-     {"Worker": 2, "PS": 1, "Chief": 1, "Evaluator": 1}),
-    ("v1 zero roles skipped", {"workerReplicas": {"replicas": 2}, "psReplicas": {}, "chiefReplicas": {"replicas": 0}}, 1,
-     {"Worker": 2}),
+    (
+        "v1 all roles",
+        {
+            "workerReplicas": {"replicas": 2},
+            "psReplicas": {"replicas": 1},
+            "chiefReplicas": {"replicas": 1},
+            "evaluatorReplicas": {"replicas": 1},
+        },
+        1,
+        {"Worker": 2, "PS": 1, "Chief": 1, "Evaluator": 1},
+    ),
+    (
+        "v1 zero roles skipped",
+        {"workerReplicas": {"replicas": 2}, "psReplicas": {}, "chiefReplicas": {"replicas": 0}},
+        1,
+        {"Worker": 2},
+    ),
     ("v1 common", {"workerReplicas": {"replicas": 9, "common": {"replicas": 3}}}, 1, {"Worker": 3}),
     ("v0 counts", {"workers": 2, "psReplicas": 1, "chiefReplicas": 1}, 0, {"Worker": 2, "PS": 1, "Chief": 1}),
     ("v0 evaluator", {"workers": 1, "evaluatorReplicas": 1}, 0, {"Worker": 1, "Evaluator": 1}),
@@ -31,9 +42,11 @@ def test_tf_replica_specs(kit, custom, version, roles):
 
 
 def test_tf_per_role_settings(kit):
-    custom = {"workerReplicas": {"replicas": 2, "image": "w:1", "restartPolicy": "RESTART_POLICY_ON_FAILURE"},
-              "psReplicas": {"replicas": 1, "resources": {"limits": [{"name": "CPU", "value": "2"}]}},
-              "runPolicy": {"cleanPodPolicy": "CLEANPOD_POLICY_RUNNING", "backoffLimit": 3}}
+    custom = {
+        "workerReplicas": {"replicas": 2, "image": "w:1", "restartPolicy": "RESTART_POLICY_ON_FAILURE"},
+        "psReplicas": {"replicas": 1, "resources": {"limits": [{"name": "CPU", "value": "2"}]}},
+        "runPolicy": {"cleanPodPolicy": "CLEANPOD_POLICY_RUNNING", "backoffLimit": 3},
+    }
     obj = kit.build(kit.template("tensorflow", custom))
     specs = obj["spec"]["tfReplicaSpecs"]
     assert specs["Worker"]["template"]["spec"]["containers"][0]["image"] == "w:1"
@@ -51,8 +64,13 @@ def test_tf_needs_workers(kit, custom, version):
 
 
 MPI = [
-    ("v1 slots honoured", {"workerReplicas": {"replicas": 2}, "launcherReplicas": {"replicas": 3}, "slots": 4}, 1,
-     {"Launcher": 1, "Worker": 2}, 4),
+    (
+        "v1 slots honoured",
+        {"workerReplicas": {"replicas": 2}, "launcherReplicas": {"replicas": 3}, "slots": 4},
+        1,
+        {"Launcher": 1, "Worker": 2},
+        4,
+    ),
     ("v1 no slots", {"workerReplicas": {"replicas": 2}}, 1, {"Launcher": 1, "Worker": 2}, 1),
     ("v0 launcher clamped up", {"numWorkers": 3, "slots": 2}, 0, {"Launcher": 1, "Worker": 3}, 2),
     ("v0 no slots is 1", {"numWorkers": 1, "numLauncherReplicas": 1}, 0, {"Launcher": 1, "Worker": 1}, 1),

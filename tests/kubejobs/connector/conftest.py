@@ -31,6 +31,7 @@ from google.protobuf.struct_pb2 import Struct
 
 NAMESPACE = "flytesnacks-development"
 TEST_CAP_SECONDS = 20.0
+POLL_INTERVAL = 0.001  # lets the cache and server threads run between checks
 
 
 def _custom(task_type: str, version: int) -> Any:
@@ -109,7 +110,7 @@ async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float = 
     while not await predicate():
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0)
+        await asyncio.sleep(POLL_INTERVAL)  # a poll interval, not a wait for something to happen
 
 
 @pytest.fixture(scope="session")

@@ -165,3 +165,34 @@ def test_the_cache_relists_after_410_gone_and_sees_later_changes(
         assert server.requests[("GET", "GET")] == direct_gets  # served by the re-listed cache
 
     asyncio.run(scenario())
+
+
+def test_one_malformed_object_fails_only_its_own_task(server: FakeApiServer, runtime: Any, kit: Any) -> None:
+    connector = _pytorch()
+
+    async def scenario() -> None:
+        good = await connector.create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("good"))
+        bad = await connector.create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("bad"))
+        # The operator (or someone) writes a status the backend cannot read.
+        res = server._resource(G, P)
+        with server.store.changed:
+            obj = server.store._objects[(res, kit.namespace, bad.name)]
+            obj["status"] = {"conditions": "not-a-list"}
+            server.store._bump(obj)
+            server.store._record(res, kit.namespace, "MODIFIED", obj)
+        server.step(only=lambda name: name == good.name)
+
+        async def bad_fails_clearly() -> bool:
+            try:
+                await connector.get(bad)
+            except ValueError as err:
+                assert f"PyTorchJob {kit.namespace}/{bad.name} cannot be mapped to a phase" in str(err)
+                return True
+            return False
+
+        await kit.wait_until(bad_fails_clearly)
+        assert (await connector.get(good)).phase == TaskExecution.QUEUED  # the other task is unaffected
+        if runtime.cache is not None:
+            assert runtime.cache.informer(connector.kind, kit.namespace).lookup(good.name).obj is not None
+
+    asyncio.run(scenario())

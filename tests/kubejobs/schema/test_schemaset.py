@@ -7,6 +7,8 @@ import doctest
 import importlib
 import json
 import logging
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -165,3 +167,28 @@ def test_documented_examples_run(module):
     name = "flytekitplugins.kubejobs.schema" + ("" if module == "__init__" else f".{module}")
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_imports_stay_light_until_used():
+    # jsonschema and the kubernetes client load only when a schema validator / a cluster is first needed.
+    code = (
+        "import sys\n"
+        "from flytekitplugins.kubejobs import cli\n"
+        "from flytekitplugins.kubejobs.schema import validate_object, ObjectInvalid\n"
+        "job = {'apiVersion': 'ray.io/v1', 'kind': 'RayJob', 'metadata': {'name': 'x'}, 'spec': {}}\n"
+        "try:\n"
+        "    validate_object(job, None, warn_without_schemas=False)\n"
+        "except ObjectInvalid:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('jsonschema', 'kubernetes.client', 'rich') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_no_crd_copies_ship_with_the_packages():
+    plugins = Path(__file__).resolve().parents[3] / "plugins"
+    for path in plugins.rglob("*"):
+        if path.suffix in (".json", ".yaml", ".yml") and path.is_file():
+            assert "openAPIV3Schema" not in path.read_text(errors="replace"), path
+            assert "CustomResourceDefinition" not in path.read_text(errors="replace"), path

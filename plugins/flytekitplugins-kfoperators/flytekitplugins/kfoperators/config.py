@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Optional, TypeVar, Union
 
 from flytekitplugins.kubejobs.fields import INT32_MAX, check_int, check_optional_int, check_optional_str
@@ -84,6 +84,16 @@ def _check_shared_mem(owner: str, value: object) -> None:
         )
 
 
+def _check_local_world(config: Any) -> None:
+    # Local-only switch for multi-process local runs (see .world); never serialized.
+    if config.local_world is not None:
+        from .world import check_local_world
+
+        object.__setattr__(
+            config, "local_world", check_local_world(f"{type(config).__name__}.local_world", config.local_world)
+        )
+
+
 def parse_nnodes(value: object) -> tuple[int, int]:
     """``(min_nodes, max_nodes)`` of an Elastic ``nnodes``: an int, ``"N"`` or ``"min:max"``."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
@@ -113,8 +123,11 @@ class PyTorch:
     run_policy: Optional[RunPolicy] = None
     num_workers: Optional[int] = None
     increase_shared_mem: Optional[bool] = None
+    _: KW_ONLY
+    local_world: Optional[Union[int, str]] = None
 
     def __post_init__(self) -> None:
+        _check_local_world(self)
         _check_role("PyTorch", "master", self.master, Master)
         worker = _check_role("PyTorch", "worker", self.worker, Worker)
         _check_run_policy("PyTorch", self.run_policy)
@@ -144,8 +157,11 @@ class Elastic:
     rdzv_configs: dict[str, Any] = field(default_factory=lambda: {"timeout": 900, "join_timeout": 900})
     increase_shared_mem: Optional[bool] = None
     run_policy: Optional[RunPolicy] = None
+    _: KW_ONLY
+    local_world: Optional[Union[int, str]] = None
 
     def __post_init__(self) -> None:
+        _check_local_world(self)
         parse_nnodes(self.nnodes)
         if isinstance(self.nproc_per_node, str):
             raise TypeError(
@@ -196,8 +212,11 @@ class TfJob:
     num_ps_replicas: Optional[int] = None
     num_chief_replicas: Optional[int] = None
     num_evaluator_replicas: Optional[int] = None
+    _: KW_ONLY
+    local_world: Optional[Union[int, str]] = None
 
     def __post_init__(self) -> None:
+        _check_local_world(self)
         set_ = object.__setattr__
         merged: list[tuple[str, str, type[ReplicaRole]]] = [
             ("chief", "num_chief_replicas", Chief),
@@ -248,8 +267,11 @@ class MPIJob:
     slots: int = 1
     num_launcher_replicas: Optional[int] = None
     num_workers: Optional[int] = None
+    _: KW_ONLY
+    local_world: Optional[Union[int, str]] = None
 
     def __post_init__(self) -> None:
+        _check_local_world(self)
         _mpi_post_init(self, "MPIJob")
 
 
@@ -267,8 +289,11 @@ class HorovodJob:
     elastic_timeout: Optional[int] = 1200
     num_launcher_replicas: Optional[int] = None
     num_workers: Optional[int] = None
+    _: KW_ONLY
+    local_world: Optional[Union[int, str]] = None
 
     def __post_init__(self) -> None:
+        _check_local_world(self)
         _mpi_post_init(self, "HorovodJob")
         if self.verbose is not None and not isinstance(self.verbose, bool):
             raise TypeError(f"HorovodJob.verbose must be a bool, got {self.verbose!r}")

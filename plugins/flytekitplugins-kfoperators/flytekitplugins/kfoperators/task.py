@@ -1,6 +1,6 @@
 """flytekit task classes for the job configs, registered with ``TaskPlugins`` so ``@task(task_config=...)``
 picks them. Task types ``pytorch``, ``tensorflow``, ``mpi`` (and ``python-task`` for a single-node
-Elastic), ``task_type_version`` 1.
+Elastic), ``task_type_version`` 1. The serialization code is imported on first use, keeping ``import`` cheap.
 
 Local runs (``pyflyte run`` without ``--remote``, or calling the task) execute in-process with the
 operator's environment contract for a world of one (see :mod:`.local`); Elastic launches its
@@ -20,7 +20,6 @@ from flytekitplugins.kubejobs.extension import EXTENSION_KEY, warn_extension_onc
 
 from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 from .local import scoped_environ, world_of_one
-from .serialize import elastic_custom, horovodrun_prefix, mpi_custom, mpirun_prefix, pytorch_custom, tensorflow_custom
 
 __all__ = [
     "PyTorchFunctionTask",
@@ -38,6 +37,14 @@ def is_local_execution() -> bool:
     """True outside a Flyte pod: ``pyflyte run`` without ``--remote``, or a plain call of the task."""
     state = FlyteContextManager.current_context().execution_state
     return bool(state is not None and state.mode is not None and state.is_local_execution())
+
+
+def _local_world_runner(config: Any) -> Optional[Callable[..., Any]]:
+    """The multi-process local-world runner when the user asked for a local world of more than one
+    process (``local_world`` / ``KUBEJOBS_LOCAL_WORLD``, see :mod:`.world`), else None."""
+    from .world import local_world_size, run_local_world
+
+    return run_local_world if local_world_size(config) > 1 else None
 
 
 def _task_kwargs(config: Union[PyTorch, Elastic], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +77,8 @@ class _KubeflowTask(PythonFunctionTask[C]):  # type: ignore[misc]
     def execute(self, **kwargs: Any) -> Any:
         if not is_local_execution():
             return super().execute(**kwargs)
+        if (world := _local_world_runner(self.task_config)) is not None:
+            return world(self.task_config, self._task_function, kwargs)
         with scoped_environ(world_of_one(self.task_kind)):
             return super().execute(**kwargs)
 
@@ -84,6 +93,8 @@ class PyTorchFunctionTask(_KubeflowTask[PyTorch]):
         super().__init__(task_config, task_function, **_task_kwargs(task_config, kwargs))
 
     def _custom(self) -> dict[str, Any]:
+        from .serialize import pytorch_custom
+
         return pytorch_custom(self.task_config)
 
 
@@ -103,12 +114,17 @@ class ElasticFunctionTask(_KubeflowTask[Elastic]):
         super().__init__(task_config, task_function, **_task_kwargs(task_config, kwargs))
 
     def _custom(self) -> Optional[dict[str, Any]]:
+        from .serialize import elastic_custom
+
         return elastic_custom(self.task_config)
 
     def execute(self, **kwargs: Any) -> Any:
         from .elastic import run_elastic
 
-        return run_elastic(self.task_config, self._task_function, kwargs, local=is_local_execution())
+        local = is_local_execution()
+        if local and (world := _local_world_runner(self.task_config)) is not None:
+            return world(self.task_config, self._task_function, kwargs)
+        return run_elastic(self.task_config, self._task_function, kwargs, local=local)
 
 
 class TensorflowFunctionTask(_KubeflowTask[TfJob]):
@@ -118,6 +134,8 @@ class TensorflowFunctionTask(_KubeflowTask[TfJob]):
     config_type = TfJob
 
     def _custom(self) -> dict[str, Any]:
+        from .serialize import tensorflow_custom
+
         return tensorflow_custom(self.task_config)
 
 
@@ -128,9 +146,13 @@ class MPIFunctionTask(_KubeflowTask[MPIJob]):
     config_type = MPIJob
 
     def _custom(self) -> dict[str, Any]:
+        from .serialize import mpi_custom
+
         return mpi_custom(self.task_config)
 
     def get_command(self, settings: SerializationSettings) -> list[str]:
+        from .serialize import mpirun_prefix
+
         base: list[str] = super().get_command(settings)
         return mpirun_prefix(self.task_config, settings.entrypoint_settings.path) + base
 
@@ -142,9 +164,13 @@ class HorovodFunctionTask(_KubeflowTask[HorovodJob]):
     config_type = HorovodJob
 
     def _custom(self) -> dict[str, Any]:
+        from .serialize import mpi_custom
+
         return mpi_custom(self.task_config)
 
     def get_command(self, settings: SerializationSettings) -> list[str]:
+        from .serialize import horovodrun_prefix
+
         base: list[str] = super().get_command(settings)
         return horovodrun_prefix(self.task_config) + base
 

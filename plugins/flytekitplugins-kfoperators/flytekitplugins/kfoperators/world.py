@@ -25,7 +25,6 @@ ValueError: PyTorch.local_world must be 'full' or an int >= 1, got 0
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Callable, Mapping
 from typing import Any, Optional, Union
@@ -47,8 +46,6 @@ __all__ = [
 
 LOCAL_WORLD_ENV = "KUBEJOBS_LOCAL_WORLD"
 FULL = "full"
-#: Seconds between the elastic agent's checks of its workers in a local world.
-LOCAL_MONITOR_INTERVAL = 0.1
 LocalWorld = Union[int, str]
 
 
@@ -115,23 +112,17 @@ def local_world_size(config: object) -> int:
 
 
 class ElasticNode:
-    """What one elastic node runs: :func:`.elastic.run_elastic` for this node. In a node process it reads
-    the ``PET_*`` rendezvous variables its member was started with; with ``single=True`` it runs in the
-    calling process as the only node (rendezvous on ``localhost:0``). Picklable: it crosses into the child.
-    """
+    """What one elastic node runs (see :mod:`.world_elastic`): in a node process it reads the ``PET_*``
+    rendezvous variables its member was started with; with ``single=True`` it is the only node and runs in
+    the calling process. Picklable: it crosses into the node process."""
 
     def __init__(self, config: Any, fn: Callable[..., Any], *, single: bool = False) -> None:
-        node_config = copy.copy(config)  # the user's config object is never modified
-        # torchrun's default poll instead of the config's (5 s by default, tuned for pods), which would
-        # add up to that much latency to every local run.
-        interval = min(float(config.monitor_interval), LOCAL_MONITOR_INTERVAL)
-        object.__setattr__(node_config, "monitor_interval", interval)
-        self.config, self.fn, self.single = node_config, fn, single
+        self.config, self.fn, self.single = config, fn, single
 
     def __call__(self, **kwargs: Any) -> Any:
-        from .elastic import run_elastic
+        from .world_elastic import run_elastic_node
 
-        return run_elastic(self.config, self.fn, kwargs, local=self.single)
+        return run_elastic_node(self.config, self.fn, kwargs, {} if self.single else os.environ)
 
 
 def run_local_world(config: Any, fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
@@ -146,6 +137,7 @@ def run_local_world(config: Any, fn: Callable[..., Any], kwargs: Mapping[str, An
     if kind_of(config) != "elastic":
         return launch(plan_for(config), fn, kwargs)
     if nnodes_of(config) == (1, 1):
-        # One node: no node process to add; torch's agent in this process starts and stops the workers.
+        # One node: no node process to add; torch's agent in this process starts and stops the workers
+        # (as torchrun's does), so the workers cost what torchrun's cost.
         return ElasticNode(config, fn, single=True)(**kwargs)
     return launch(plan_for(config), ElasticNode(config, fn), kwargs)

@@ -2,9 +2,9 @@
 
 The parent (:mod:`.world_launch`) writes the cloudpickled target and its keyword arguments to
 ``<workdir>/payload.pkl`` and starts ``python -m flytekitplugins.kfoperators.world_child <workdir> <role>
-<index>``, either directly or under ``mpirun`` (then ``<index>`` is ``mpi`` and the rank comes from
-``OMPI_COMM_WORLD_RANK``). The child rebuilds a minimal flytekit execution context (as a pod's
-``pyflyte-execute`` would), runs the target and writes its outcome, pickled, to
+<index>``, either directly or under ``mpirun`` / torch's elastic agent (then ``<index>`` is ``env:<VAR>``:
+the rank comes from ``OMPI_COMM_WORLD_RANK`` / ``RANK``). The child rebuilds a minimal flytekit execution
+context (as a pod's ``pyflyte-execute`` would), runs the target and writes its outcome, pickled, to
 ``<workdir>/result-<role>-<index>.pkl``:
 
 - ``("ok", value)``: the target returned ``value``;
@@ -130,14 +130,16 @@ def main(argv: list[str]) -> int:
     workdir, role, index_arg = Path(argv[0]), argv[1], argv[2]
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     stop_prefixing: Callable[[], None] = lambda: None  # noqa: E731
-    if index_arg == "mpi":
-        index = int(os.environ[RANK_ENV])
-        # mpirun merges every rank's output into one stream: each rank labels its own lines.
+    if index_arg.startswith("env:"):
+        index = int(os.environ[index_arg[4:]])
+        # Started by mpirun or torch's elastic agent, whose outputs merge: each rank labels its own lines.
         stop_prefixing = prefix_own_output(f"{role}-{index}")
     else:
         index = int(index_arg)
     with open(workdir / PAYLOAD_FILE, "rb") as f:
         payload = pickle.load(f)
+    for name, value in payload.get("env", {}).items():
+        os.environ.setdefault(name, value)  # this child's own environment, before the target imports torch
     for entry in reversed(payload["sys_path"]):
         if entry not in sys.path:
             sys.path.insert(0, entry)

@@ -30,7 +30,7 @@ from typing import IO, Any, Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
 
-from .world_child import PAYLOAD_FILE, result_path
+from .world_child import PAYLOAD_FILE, RANK_ENV, result_path
 
 __all__ = [
     "CHILD_MODULE",
@@ -40,6 +40,8 @@ __all__ = [
     "WorldPlan",
     "launch",
     "mpirun_or_explain",
+    "read_outcome",
+    "write_payload",
 ]
 
 CHILD_MODULE = "flytekitplugins.kfoperators.world_child"
@@ -141,15 +143,36 @@ class _Process:
         source.close()
 
 
-def _write_payload(workdir: Path, target: Any, kwargs: Mapping[str, Any]) -> None:
+def _import_roots(target: Any) -> list[str]:
+    """Directories from which the task function's module imports by name in a fresh interpreter.
+
+    ``pyflyte run file.py`` imports ``file`` with its directory on ``sys.path`` only while loading it, so the
+    children get the module's root explicitly (a pod imports it from the code root the same way)."""
+    roots = []
+    for obj in (target, getattr(target, "fn", None)):
+        module = sys.modules.get(getattr(obj, "__module__", None) or "")
+        path = getattr(module, "__file__", None)
+        if module is None or path is None or module.__name__ == "__main__":
+            continue
+        depth = module.__name__.count(".") + (1 if Path(path).name == "__init__.py" else 0)
+        roots.append(str(Path(path).resolve().parents[depth]))
+    return roots
+
+
+def write_payload(
+    workdir: Path, target: Any, kwargs: Mapping[str, Any], env: Optional[Mapping[str, str]] = None
+) -> None:
+    """What every child of ``workdir`` runs: ``target(**kwargs)``; ``env`` entries a child sets for itself
+    when absent (for children started by someone else: torch's agent passes only its own environment)."""
     import cloudpickle
     from flytekit import FlyteContextManager
 
     raw_output_prefix = FlyteContextManager.current_context().file_access.raw_output_prefix
     payload = {
+        "env": dict(env or {}),
         "target": cloudpickle.dumps((target, dict(kwargs))),
         # "" (the working directory) made explicit: the child's own sys.path[0] is the child's location.
-        "sys_path": [p or os.getcwd() for p in sys.path],
+        "sys_path": [*_import_roots(target), *(p or os.getcwd() for p in sys.path)],
         "raw_output_prefix": raw_output_prefix,
     }
     (workdir / PAYLOAD_FILE).write_bytes(pickle.dumps(payload))
@@ -162,7 +185,16 @@ def _start(plan: WorldPlan, workdir: Path, tails: dict[str, Any]) -> list[_Proce
     if plan.mpirun:
         mpirun = mpirun_or_explain()
         role = plan.members[0].role
-        argv = [mpirun, "--oversubscribe", "--allow-run-as-root", "-np", str(plan.size), *child, role, "mpi"]
+        argv = [
+            mpirun,
+            "--oversubscribe",
+            "--allow-run-as-root",
+            "-np",
+            str(plan.size),
+            *child,
+            role,
+            f"env:{RANK_ENV}",
+        ]
         specs = [("mpirun", argv, {**base_env, **plan.common_env})]
     else:
         specs = [
@@ -208,7 +240,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _read_outcome(workdir: Path, member: Member) -> Optional[tuple[Any, ...]]:
+def read_outcome(workdir: Path, member: Member) -> Optional[tuple[Any, ...]]:
     path = result_path(workdir, member.role, member.index)
     if not path.exists():
         return None
@@ -223,7 +255,7 @@ def _failure(
 ) -> Exception:
     """The error for the member that failed first: an exception's own timestamp beats exit order, since a
     peer of the culprit often fails too (a closed connection) before we stop it."""
-    outcomes = {m.name: _read_outcome(workdir, m) for m in plan.members}
+    outcomes = {m.name: read_outcome(workdir, m) for m in plan.members}
     errors = {name: o for name, o in outcomes.items() if o is not None and o[0] == "error"}
     if errors:
         name = min(errors, key=lambda n: errors[n][5])
@@ -263,7 +295,7 @@ def launch(plan: WorldPlan, target: Any, kwargs: Mapping[str, Any]) -> Any:
     tails: dict[str, Any] = {}
     processes: list[_Process] = []
     try:
-        _write_payload(workdir, target, kwargs)
+        write_payload(workdir, target, kwargs)
         processes = _start(plan, workdir, tails)
         exits: queue.Queue[tuple[str, int]] = queue.Queue()
         for proc in processes:
@@ -290,7 +322,7 @@ def launch(plan: WorldPlan, target: Any, kwargs: Mapping[str, Any]) -> Any:
 
 
 def _result(plan: WorldPlan, workdir: Path) -> Any:
-    outcomes = [(m, _read_outcome(workdir, m)) for m in plan.members]
+    outcomes = [(m, read_outcome(workdir, m)) for m in plan.members]
     if plan.output_from is not None:
         for member, outcome in outcomes:
             if member.name == plan.output_from and outcome is not None and outcome[0] == "ok":

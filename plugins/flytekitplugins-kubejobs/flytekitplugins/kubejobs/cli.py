@@ -15,6 +15,7 @@ flytekit, the kubernetes client and jsonschema are imported only by the command 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["main", "render", "validate", "EXAMPLE_EXECUTION", "EXAMPLE_TEMPLATE_VARS", "to_version_0"]
 
 #: The example execution ``render`` builds for (fixed, so the output is reproducible).
-EXAMPLE_EXECUTION = {
+EXAMPLE_EXECUTION: dict[str, Any] = {
     "project": "flytesnacks",
     "domain": "development",
     "name": "a8f2c61d94b7e03f5c1d",
@@ -158,7 +159,9 @@ def to_version_0(template: Any) -> list[str]:
                 setattr(old.elastic_config, field.name, getattr(v1.elastic_config, field.name))
         kept = {"workerReplicas", "elasticConfig"}
     elif template.type == "tensorflow":
-        v1 = json_format.ParseDict(custom, kf_tensorflow.DistributedTensorflowTrainingTask(), ignore_unknown_fields=True)
+        v1 = json_format.ParseDict(
+            custom, kf_tensorflow.DistributedTensorflowTrainingTask(), ignore_unknown_fields=True
+        )
         old = tensorflow_pb2.DistributedTensorflowTrainingTask(
             workers=count(v1.worker_replicas),
             ps_replicas=count(v1.ps_replicas),
@@ -179,9 +182,9 @@ def to_version_0(template: Any) -> list[str]:
     template.task_type_version = 0
     dropped = sorted(set(custom) - kept)
     # Per-role images, resources and restart policies (written at the role and in `common`) are lost too.
-    for role in sorted(kept & set(custom)):
+    for role in sorted(k for k in kept & set(custom) if k.endswith("Replicas")):
         spec = custom[role] if isinstance(custom[role], dict) else {}
-        common = spec.get("common") if isinstance(spec.get("common"), dict) else {}
+        common: dict[str, Any] = spec["common"] if isinstance(spec.get("common"), dict) else {}
         dropped += [f"{role}.{field}" for field in sorted((set(spec) | set(common)) - {"replicas", "common"})]
     return dropped
 
@@ -230,7 +233,11 @@ def _documents(path: str) -> Iterator[tuple[str, Any]]:
         _fail(f"{name} is not valid YAML: {' '.join(str(e).split())}")
     for index, doc in enumerate(docs):
         label = name if len(docs) == 1 else f"{name}[{index}]"
-        if isinstance(doc, Mapping) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+        if (
+            isinstance(doc, Mapping)
+            and str(doc.get("kind", "")).endswith("List")
+            and isinstance(doc.get("items"), list)
+        ):
             for item_index, item in enumerate(doc["items"]):
                 yield f"{label}.items[{item_index}]", item
         else:
@@ -239,22 +246,38 @@ def _documents(path: str) -> Iterator[tuple[str, Any]]:
 
 def _cluster_schemas(groups: set[str]) -> SchemaSet:
     """The served CRD schemas of ``groups``, listed from the cluster of the current kubeconfig (or in-cluster)."""
-    from kubernetes import client, config
+    from kubernetes import client
+    from kubernetes import config as kube_config
 
+    config: Any = kube_config  # untyped functions
+
+    # A client of its own: load_kube_config() would change the process-wide default configuration. KUBECONFIG
+    # is read now (the client reads it once, when first imported).
     try:
-        config.load_kube_config()
-    except Exception:  # no kubeconfig: try the pod's service account
+        api_client = config.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or None)
+    except Exception as kubeconfig_error:  # no usable kubeconfig: try the pod's service account
         try:
-            config.load_incluster_config()
-        except config.ConfigException as e:
-            _fail(f"--from-cluster: no kubeconfig and not running in a cluster ({e})")
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            api_client = client.ApiClient(configuration)
+        except config.ConfigException:
+            _fail(f"--from-cluster: no usable kubeconfig ({kubeconfig_error}) and not running in a cluster")
     from .schema import SchemaSet
 
-    response = client.ApiextensionsV1Api().list_custom_resource_definition(_preload_content=False)
-    # Raw JSON: the client's models would rebuild every schema node as an object (slow for 0.5 MB schemas).
-    crds = [
-        item for item in json.loads(response.data).get("items", []) if (item.get("spec") or {}).get("group") in groups
-    ]
+    host = api_client.configuration.host
+    try:
+        api: Any = client.ApiextensionsV1Api(api_client)
+        response = api.list_custom_resource_definition(_preload_content=False)
+        # Raw JSON: the client's models would rebuild every schema node as an object (slow for 0.5 MB schemas).
+        listed = json.loads(response.data)
+    except client.ApiException as e:
+        _fail(f"--from-cluster: listing CustomResourceDefinitions at {host} failed: {e.status} {e.reason}")
+    except Exception as e:  # connection refused, DNS, TLS...
+        reason = getattr(e, "reason", None) or e
+        _fail(f"--from-cluster: cannot reach {host}: {reason}")
+    finally:
+        api_client.close()
+    crds = [item for item in listed.get("items", []) if (item.get("spec") or {}).get("group") in groups]
     if not crds:
         _fail(f"--from-cluster: the cluster has no CustomResourceDefinitions in {', '.join(sorted(groups))}")
     return SchemaSet.from_crds(crds, source="the cluster")
@@ -284,13 +307,26 @@ def main() -> None:
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("task")
-@click.option("--version", "type_version", type=click.Choice(["0", "1"]), default=None,
-              help="Render as this task_type_version (0: what an old client's kubeflow task builds).")
+@click.option(
+    "--version",
+    "type_version",
+    type=click.Choice(["0", "1"]),
+    default=None,
+    help="Render as this task_type_version (0: what an old client's kubeflow task builds).",
+)
 @click.option("--namespace", default="flytesnacks-development", show_default=True, help="Namespace of the object.")
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False),
-              help="FlytePropeller config (YAML) whose plugins: section configures the backend.")
-@click.option("--crd-dir", type=click.Path(exists=True, file_okay=False), envvar="KUBEJOBS_CRD_DIR",
-              help="Directory of CRD schemas to validate against [env KUBEJOBS_CRD_DIR].")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="FlytePropeller config (YAML) whose plugins: section configures the backend.",
+)
+@click.option(
+    "--crd-dir",
+    type=click.Path(exists=True, file_okay=False),
+    envvar="KUBEJOBS_CRD_DIR",
+    help="Directory of CRD schemas to validate against [env KUBEJOBS_CRD_DIR].",
+)
 @click.option("--image", default=None, help="Default container image (default: flytekit's default image).")
 @click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
 def render(
@@ -317,8 +353,11 @@ def render(
         if dropped:
             console.print(f"[yellow]note:[/] {_escape('task_type_version 0 cannot carry: ' + ', '.join(dropped))}")
     obj = build_object(
-        template, _example_metadata(template, namespace), config,
-        template_vars=EXAMPLE_TEMPLATE_VARS, validate=False,
+        template,
+        _example_metadata(template, namespace),
+        config,
+        template_vars=EXAMPLE_TEMPLATE_VARS,
+        validate=False,
     )
     schemas = _load_schemas(crd_dir)
     if schemas is None:
@@ -334,8 +373,12 @@ def render(
 
 @main.command()
 @click.argument("manifest", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--crd-dir", type=click.Path(exists=True, file_okay=False), envvar="KUBEJOBS_CRD_DIR",
-              help="Directory of CRD schemas [env KUBEJOBS_CRD_DIR].")
+@click.option(
+    "--crd-dir",
+    type=click.Path(exists=True, file_okay=False),
+    envvar="KUBEJOBS_CRD_DIR",
+    help="Directory of CRD schemas [env KUBEJOBS_CRD_DIR].",
+)
 @click.option("--from-cluster", is_flag=True, help="Read the CRD schemas from the cluster (kubeconfig or in-cluster).")
 def validate(manifest: str, crd_dir: Optional[str], from_cluster: bool) -> None:
     """Check the PyTorchJob / TFJob / MPIJob / RayJob objects in MANIFEST (YAML or JSON, `-` for stdin)."""
@@ -346,13 +389,16 @@ def validate(manifest: str, crd_dir: Optional[str], from_cluster: bool) -> None:
         _fail("give either --crd-dir or --from-cluster, not both")
     documents = list(_documents(manifest))
     kinds = {k.rsplit(" ", 1)[1] for k in SUPPORTED_KINDS}
-    jobs = [(label, doc) for label, doc in documents if isinstance(doc, Mapping) and doc.get("kind") in kinds]
+    jobs = []
     for label, doc in documents:
-        if (label, doc) not in jobs:
+        if isinstance(doc, Mapping) and doc.get("kind") in kinds:
+            jobs.append((label, doc))
+        else:
             kind = doc.get("kind") if isinstance(doc, Mapping) else type(doc).__name__
             console.print(f"[dim]skipped:[/] {_escape(f'{label}: {kind} is not a job kind kubejobs checks')}")
     if not jobs:
         _fail(f"{manifest} holds no {', '.join(sorted(kinds))} object")
+    schemas: Optional[SchemaSet]
     if from_cluster:
         groups = {str(doc.get("apiVersion", "")).partition("/")[0] for _, doc in jobs}
         schemas = _cluster_schemas(groups)

@@ -90,7 +90,7 @@ def role_extension(role: ReplicaRole) -> RoleExtension:
     if role.affinity is not None:
         ext["affinity"] = role.affinity
     if role.env:
-        ext["env"] = list(role.env)
+        ext["env"] = list(role.env)  # type: ignore[arg-type]  # normalized to EnvVar dicts by ReplicaRole
     if role.volumes:
         ext["volumes"] = list(role.volumes)
     if role.volume_mounts:
@@ -103,7 +103,7 @@ def role_extension(role: ReplicaRole) -> RoleExtension:
     for side in ("requests", "limits"):
         others = {k: v for k, v in getattr(requirements, side).items() if k not in IDL_RESOURCE_NAMES and k != gpu_name}
         if others:
-            extra[side] = others  # type: ignore[literal-required]
+            extra[side] = others
     if extra:
         ext["resources"] = extra
     return ext

@@ -22,7 +22,7 @@ def to_k8s_dict(field: str, value: object) -> dict[str, Any]:
     elif hasattr(value, "openapi_types"):  # a kubernetes client model
         from kubernetes.client import ApiClient
 
-        out = ApiClient().sanitize_for_serialization(value)
+        out = ApiClient().sanitize_for_serialization(value)  # type: ignore[no-untyped-call]
     else:
         raise TypeError(
             f"{field} must be a dict with Kubernetes field names or a kubernetes client model, got {value!r}"

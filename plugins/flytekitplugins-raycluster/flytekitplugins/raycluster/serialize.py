@@ -17,7 +17,6 @@ from typing import Any, Optional
 
 from flyteidl.core import literals_pb2, tasks_pb2
 from flyteidl.plugins import ray_pb2
-from flytekitplugins.kubejobs.idl import resources_to_idl
 from flytekitplugins.kubejobs.resources import resources_to_k8s
 from google.protobuf import json_format
 
@@ -34,6 +33,9 @@ def k8s_pod_to_idl(pod: dict[str, Any]) -> tasks_pb2.K8sPod:
 
 
 def _autoscaler_options(options: AutoscalerOptionsConfig) -> ray_pb2.AutoscalerOptions:
+    # kubejobs.idl loads every kubeflow proto (about 5 ms): only when autoscaler options are used.
+    from flytekitplugins.kubejobs.idl import resources_to_idl
+
     msg = ray_pb2.AutoscalerOptions()
     if options.upscaling_mode is not None:
         msg.upscaling_mode = int(options.upscaling_mode)

@@ -21,7 +21,6 @@ plugins build for the same input, with the deviations listed in the package READ
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any, Optional
 
@@ -44,12 +43,8 @@ def object_name_for(template: Any, metadata: Any) -> str:
 
 
 def _validate(obj: dict[str, Any], config: BackendConfig) -> None:
-    try:
-        from ..schema import validate_object
-    except ImportError:  # the schema package is optional at this layer's import time
-        warnings.warn("flytekitplugins.kubejobs.schema is not available: built objects are not validated",
-                      UserWarning, stacklevel=3)
-        return
+    from ..schema import validate_object  # loads jsonschema only when CRD schemas are used
+
     try:
         validate_object(obj, config.schemas())
     except ValueError as e:
@@ -77,8 +72,9 @@ def build_object(
     kind = OPERATORS.get(template.type)
     if kind is None:
         raise BuildError(f"task type {template.type!r} is not one of {sorted(OPERATORS)}")
-    ctx = BuildContext(template, metadata, config, object_name_for(template, metadata),
-                       dict(template_vars) if template_vars else None)
+    ctx = BuildContext(
+        template, metadata, config, object_name_for(template, metadata), dict(template_vars) if template_vars else None
+    )
     obj_labels: dict[str, str] = {}
     obj_annotations: dict[str, str] = {}
     if kind.task_type == "ray":
@@ -90,8 +86,7 @@ def build_object(
     object_meta: dict[str, Any] = {
         "name": ctx.name,
         "labels": {**k8s.default_labels, **obj_labels, **task_meta.labels, **metadata.labels},
-        "annotations": {**k8s.default_annotations, **obj_annotations, **task_meta.annotations,
-                        **metadata.annotations},
+        "annotations": {**k8s.default_annotations, **obj_annotations, **task_meta.annotations, **metadata.annotations},
     }
     if metadata.namespace:
         object_meta["namespace"] = metadata.namespace

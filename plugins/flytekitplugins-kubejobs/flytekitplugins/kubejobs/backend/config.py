@@ -113,6 +113,7 @@ class K8sConfig:
     default_affinity: Optional[dict[str, Any]] = None
     scheduler_name: str = ""
     image_pull_policy: str = ""
+    default_pod_template_name: str = ""
     default_security_context: Optional[dict[str, Any]] = None
     default_pod_security_context: Optional[dict[str, Any]] = None
     default_pod_dns_config: Optional[dict[str, Any]] = None
@@ -122,9 +123,13 @@ class K8sConfig:
     def from_section(cls, section: Mapping[str, Any]) -> K8sConfig:
         p = "plugins.k8s."
         kw: dict[str, Any] = {}
-        maps = {"default-annotations": "default_annotations", "default-labels": "default_labels",
-                "default-env-vars": "default_env_vars", "default-node-selector": "default_node_selector",
-                "interruptible-node-selector": "interruptible_node_selector"}
+        maps = {
+            "default-annotations": "default_annotations",
+            "default-labels": "default_labels",
+            "default-env-vars": "default_env_vars",
+            "default-node-selector": "default_node_selector",
+            "interruptible-node-selector": "interruptible_node_selector",
+        }
         for key, attr in maps.items():
             if section.get(key) is not None:
                 kw[attr] = check_str_map(p + key, section[key], convert_scalars=True)
@@ -134,7 +139,7 @@ class K8sConfig:
         for key in ("gpu-resource-name", "gpu-device-node-label", "gpu-partition-size-node-label"):
             if section.get(key) is not None:
                 kw[key.replace("-", "_")] = check_str(p + key, section[key])
-        for key in ("scheduler-name", "image-pull-policy"):
+        for key in ("scheduler-name", "image-pull-policy", "default-pod-template-name"):
             if section.get(key) is not None:
                 kw[key.replace("-", "_")] = check_str(p + key, section[key], allow_empty=True)
         for key in ("enable-distributed-error-aggregation", "enable-host-networking-pod"):
@@ -150,9 +155,14 @@ class K8sConfig:
         if not isinstance(extended, list) or not all(isinstance(x, str) for x in extended):
             raise TypeError(f"{p}add-tolerations-for-extended-resources must be a list of str, got {extended!r}")
         kw["add_tolerations_for_extended_resources"] = list(extended)
-        for key in ("interruptible-node-selector-requirement", "non-interruptible-node-selector-requirement",
-                    "default-affinity", "default-security-context", "default-pod-security-context",
-                    "default-pod-dns-config"):
+        for key in (
+            "interruptible-node-selector-requirement",
+            "non-interruptible-node-selector-requirement",
+            "default-affinity",
+            "default-security-context",
+            "default-pod-security-context",
+            "default-pod-dns-config",
+        ):
             kw[key.replace("-", "_")] = _optional_dict(p + key, section.get(key))
         return cls(**kw)
 
@@ -183,15 +193,21 @@ class RayConfig:
     def from_section(cls, section: Mapping[str, Any]) -> RayConfig:
         p = "plugins.ray."
         kw: dict[str, Any] = {}
-        for key, attr in (("shutdownAfterJobFinishes", "shutdown_after_job_finishes"),
-                          ("enableIngress", "enable_ingress"), ("includeDashboard", "include_dashboard"),
-                          ("enableUsageStats", "enable_usage_stats")):
+        for key, attr in (
+            ("shutdownAfterJobFinishes", "shutdown_after_job_finishes"),
+            ("enableIngress", "enable_ingress"),
+            ("includeDashboard", "include_dashboard"),
+            ("enableUsageStats", "enable_usage_stats"),
+        ):
             if section.get(key) is not None:
                 kw[attr] = _bool(p + key, section[key])
         if section.get("ttlSecondsAfterFinished") is not None:
             kw["ttl_seconds_after_finished"] = _int(p + "ttlSecondsAfterFinished", section["ttlSecondsAfterFinished"])
-        for key, attr in (("serviceType", "service_type"), ("dashboardHost", "dashboard_host"),
-                          ("serviceAccount", "service_account")):
+        for key, attr in (
+            ("serviceType", "service_type"),
+            ("dashboardHost", "dashboard_host"),
+            ("serviceAccount", "service_account"),
+        ):
             if section.get(key) is not None:
                 kw[attr] = check_str(p + key, section[key], allow_empty=True)
         legacy_ip = section.get("nodeIPAddress")
@@ -207,7 +223,11 @@ class RayConfig:
                 ip = legacy_ip
             if ip is not None:
                 kw[f"{prefix}_ip_address"] = check_str(f"{p}defaults.{node}.ipAddress", ip, allow_empty=True)
-        kw["logs_sidecar"] = _optional_dict(p + "logsSidecar", section.get("logsSidecar"))
+        sidecar = kw["logs_sidecar"] = _optional_dict(p + "logsSidecar", section.get("logsSidecar"))
+        if sidecar is not None:
+            if not isinstance(sidecar.get("name"), str) or not sidecar["name"]:
+                raise ValueError(f"{p}logsSidecar needs a non-empty name, got {sidecar!r}")
+            to_k8s_list(p + "logsSidecar.volumeMounts", sidecar.get("volumeMounts"))
         if section.get("logs") is not None:
             # Go's default for plugins.ray.logs is the zero LogConfig (no Kubernetes link), not plugins.logs'.
             kw["logs"] = LogConfig.from_flyte_config(
@@ -248,6 +268,10 @@ class BackendConfig:
     logs: LogConfig = field(default_factory=LogConfig)
     #: Directory holding the CRD schemas (``kubeflow.org_pytorchjobs.json``...); None: controller rules only.
     crd_dir: Optional[str] = None
+    #: Cluster PodTemplates by name (``{"metadata": {...}, "spec": {...}}``, the object's ``template``), for
+    #: ``@task(pod_template_name=...)`` and ``plugins.k8s.default-pod-template-name``; the connector, which
+    #: reads the cluster, fills it. Pure building never looks anything up.
+    pod_templates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_flyte_config(cls, plugins: Mapping[str, Any], crd_dir: Optional[str] = None) -> BackendConfig:

@@ -36,7 +36,9 @@ def whole_numbers(value: Any) -> Any:
 def custom_dict(template: Any) -> dict[str, Any]:
     """The template's custom as a dict; an absent custom is an error (Flyte: ``nil Struct Object passed``)."""
     if not template.HasField("custom"):
-        raise BuildError(f"invalid TaskSpecification: the {template.type!r} task has no custom (nil Struct Object passed)")
+        raise BuildError(
+            f"invalid TaskSpecification: the {template.type!r} task has no custom (nil Struct Object passed)"
+        )
     return struct_dict(template.custom, "custom")
 
 

@@ -17,7 +17,9 @@ from .errors import BuildError
 
 __all__ = ["parse_extension", "apply_role_extension", "apply_run_policy_extension"]
 
-_ROLE_KEYS = {"nodeSelector", "tolerations", "affinity", "env", "volumes", "volumeMounts", "gpuResourceName", "resources"}
+_ROLE_KEYS = frozenset(
+    {"nodeSelector", "tolerations", "affinity", "env", "volumes", "volumeMounts", "gpuResourceName", "resources"}
+)
 
 
 def _dict(path: str, value: object) -> dict[str, Any]:

@@ -109,8 +109,9 @@ def _replica_spec(
     }
 
 
-def _v1_role(ctx: BuildContext, msg: Any, field: str, role_name: str, container: str, ext: dict[str, Any],
-             master: bool = False) -> tuple[int, dict[str, Any]]:
+def _v1_role(
+    ctx: BuildContext, msg: Any, field: str, role_name: str, container: str, ext: dict[str, Any], master: bool = False
+) -> tuple[int, dict[str, Any]]:
     role = _role_settings(getattr(msg, field) if msg.HasField(field) else None)
     count = _check_replicas(role_name, role.replicas)
     spec = _replica_spec(ctx, role_name, container, role, ext)
@@ -123,9 +124,11 @@ def _run_policy(msg: Any, ext: dict[str, Any]) -> dict[str, Any]:
     if msg is not None and msg.HasField("run_policy"):
         rp = msg.run_policy
         out["cleanPodPolicy"] = _CLEAN_POD.get(int(rp.clean_pod_policy), "None")
-        for key, value in (("ttlSecondsAfterFinished", rp.ttl_seconds_after_finished),
-                           ("activeDeadlineSeconds", rp.active_deadline_seconds),
-                           ("backoffLimit", rp.backoff_limit)):
+        for key, value in (
+            ("ttlSecondsAfterFinished", rp.ttl_seconds_after_finished),
+            ("activeDeadlineSeconds", rp.active_deadline_seconds),
+            ("backoffLimit", rp.backoff_limit),
+        ):
             if value:
                 out[key] = value
     apply_run_policy_extension(out, ext)
@@ -133,8 +136,13 @@ def _run_policy(msg: Any, ext: dict[str, Any]) -> dict[str, Any]:
 
 
 def _elastic(cfg: Any) -> dict[str, Any]:
-    return {"minReplicas": cfg.min_replicas, "maxReplicas": cfg.max_replicas, "rdzvBackend": cfg.rdzv_backend,
-            "nProcPerNode": cfg.nproc_per_node, "maxRestarts": cfg.max_restarts}
+    return {
+        "minReplicas": cfg.min_replicas,
+        "maxReplicas": cfg.max_replicas,
+        "rdzvBackend": cfg.rdzv_backend,
+        "nProcPerNode": cfg.nproc_per_node,
+        "maxRestarts": cfg.max_restarts,
+    }
 
 
 def _copy(spec: dict[str, Any], replicas: int) -> dict[str, Any]:
@@ -174,8 +182,12 @@ def _pytorch(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[st
     return spec
 
 
-_TF_ROLES = (("Chief", "chief_replicas"), ("Worker", "worker_replicas"), ("PS", "ps_replicas"),
-             ("Evaluator", "evaluator_replicas"))
+_TF_ROLES = (
+    ("Chief", "chief_replicas"),
+    ("Worker", "worker_replicas"),
+    ("PS", "ps_replicas"),
+    ("Evaluator", "evaluator_replicas"),
+)
 
 
 def _tensorflow(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[str, Any]:
@@ -183,8 +195,12 @@ def _tensorflow(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict
     specs: dict[str, Any] = {}
     if version == 0:
         msg0 = decode_custom(custom, tensorflow_v0.DistributedTensorflowTrainingTask(), "tensorflow custom (v0)")
-        counts = {"Chief": msg0.chief_replicas, "Worker": msg0.workers, "PS": msg0.ps_replicas,
-                  "Evaluator": msg0.evaluator_replicas}
+        counts = {
+            "Chief": msg0.chief_replicas,
+            "Worker": msg0.workers,
+            "PS": msg0.ps_replicas,
+            "Evaluator": msg0.evaluator_replicas,
+        }
         for role_name, count in counts.items():
             if _check_replicas(role_name, count) > 0:
                 specs[role_name] = _copy(_replica_spec(ctx, role_name, "tensorflow", None, ext), count)
@@ -233,8 +249,11 @@ def _mpi(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[str, A
         run_policy = _run_policy(msg, ext)
     if workers <= 0:
         raise BuildError("number of workers must be greater than 0")
-    return {"slotsPerWorker": slots, "runPolicy": run_policy,
-            "mpiReplicaSpecs": {"Launcher": launcher, "Worker": worker}}
+    return {
+        "slotsPerWorker": slots,
+        "runPolicy": run_policy,
+        "mpiReplicaSpecs": {"Launcher": launcher, "Worker": worker},
+    }
 
 
 _BUILDERS: dict[str, Callable[[BuildContext, dict[str, Any], int], dict[str, Any]]] = {

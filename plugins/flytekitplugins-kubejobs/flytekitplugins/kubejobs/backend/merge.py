@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["merge_overlay_pod_spec"]
+__all__ = ["merge_overlay_pod_spec", "merge_base_pod_template"]
 
 _CONTAINER_LISTS = ("containers", "initContainers")
 
@@ -39,3 +39,28 @@ def merge_overlay_pod_spec(base: dict[str, Any], overlay: dict[str, Any]) -> Non
         for container in overlay.get(key) or []:
             if isinstance(container, dict) and container.get("name") in by_name:
                 _merge(by_name[container["name"]], container)
+
+
+def merge_base_pod_template(spec: dict[str, Any], primary: str, template_spec: dict[str, Any]) -> dict[str, Any]:
+    """The task pod ``spec`` laid over a cluster PodTemplate's spec (Flyte's ``MergeBasePodSpecOntoTemplate``):
+    the template's containers named ``default`` (every container) and ``primary`` (the primary one) are the
+    bases the task's containers are merged onto; other pod fields merge with the task's values winning."""
+    base = copy.deepcopy(template_spec)
+    by_name = {c.get("name"): c for c in base.pop("containers", None) or [] if isinstance(c, dict)}
+    init_by_name = {c.get("name"): c for c in base.pop("initContainers", None) or [] if isinstance(c, dict)}
+    _merge(base, {k: v for k, v in spec.items() if k not in _CONTAINER_LISTS})
+    for key, templates, names in (
+        ("containers", by_name, ("default", "primary")),
+        ("initContainers", init_by_name, ("default-init", "primary-init")),
+    ):
+        merged = []
+        for container in spec.get(key) or []:
+            out: dict[str, Any] = copy.deepcopy(templates.get(names[0], {}))
+            if container.get("name") == primary and names[1] in templates:
+                _merge(out, copy.deepcopy(templates[names[1]]))
+            _merge(out, container)
+            out["name"] = container["name"]
+            merged.append(out)
+        if merged:
+            base[key] = merged
+    return base

@@ -18,12 +18,14 @@ from typing import Any, Optional
 from .config import BackendConfig, K8sConfig
 from .decode import struct_dict
 from .errors import BuildError
+from .merge import merge_base_pod_template
 from .resources import K8sResources, apply_platform_defaults, idl_to_k8s, merge_resources
 
 __all__ = [
     "BasePod",
     "build_pod",
     "struct_to_dict",
+    "check_pod_spec",
     "primary_container",
     "add_required_node_requirement",
     "add_extended_resource_tolerations",
@@ -41,8 +43,49 @@ class BasePod:
     primary: str
 
 
-def struct_to_dict(struct: Any) -> dict[str, Any]:
-    return struct_dict(struct, "k8sPod.podSpec")
+_LIST_FIELDS = ("tolerations", "volumes", "imagePullSecrets")
+_CONTAINER_LISTS = ("env", "ports", "volumeMounts", "args", "command", "envFrom")
+
+
+def _kind_error(path: str, value: object, want: str) -> BuildError:
+    return BuildError(f"invalid TaskSpecification: {path} must be {want}, got {value!r}")
+
+
+def check_pod_spec(spec: object, what: str) -> dict[str, Any]:
+    """``spec`` if the parts of it that are merged and edited here have the shapes Kubernetes gives them
+    (a garbage pod spec is a BuildError naming the field, not a crash halfway through building)."""
+    if not isinstance(spec, dict):
+        raise _kind_error(what, spec, "an object")
+    for key in _LIST_FIELDS:
+        if key in spec and not isinstance(spec[key], list):
+            raise _kind_error(f"{what}.{key}", spec[key], "a list")
+    for key in ("nodeSelector", "affinity"):
+        if key in spec and not isinstance(spec[key], dict):
+            raise _kind_error(f"{what}.{key}", spec[key], "an object")
+    for list_key in ("containers", "initContainers"):
+        containers = spec.get(list_key, [])
+        if not isinstance(containers, list):
+            raise _kind_error(f"{what}.{list_key}", containers, "a list")
+        for i, c in enumerate(containers):
+            where = f"{what}.{list_key}[{i}]"
+            if not isinstance(c, dict):
+                raise _kind_error(where, c, "an object")
+            if not isinstance(c.get("name"), str) or not c["name"]:
+                raise _kind_error(f"{where}.name", c.get("name"), "a non-empty string")
+            for key in _CONTAINER_LISTS:
+                if key in c and not isinstance(c[key], list):
+                    raise _kind_error(f"{where}.{key}", c[key], "a list")
+            resources = c.get("resources", {})
+            if not isinstance(resources, dict):
+                raise _kind_error(f"{where}.resources", resources, "an object")
+            for side in ("requests", "limits"):
+                if side in resources and not isinstance(resources[side], dict):
+                    raise _kind_error(f"{where}.resources.{side}", resources[side], "an object")
+    return spec
+
+
+def struct_to_dict(struct: Any, what: str = "k8sPod.podSpec") -> dict[str, Any]:
+    return check_pod_spec(struct_dict(struct, what), what)
 
 
 def primary_container(spec: Mapping[str, Any], name: str) -> dict[str, Any]:
@@ -97,9 +140,6 @@ def _raw_pod(template: Any, metadata: Any, container_name: str, gpu_name: str) -
     spec = struct_to_dict(source.pod_spec)
     if not isinstance(spec.get("containers"), list):
         raise BuildError(f"invalid TaskSpecification, the pod spec has no containers list: {spec.get('containers')!r}")
-    for i, c in enumerate(spec["containers"]):
-        if not isinstance(c, dict):
-            raise BuildError(f"invalid TaskSpecification, podSpec.containers[{i}] must be an object, got {c!r}")
     labels = dict(template.k8s_pod.metadata.labels) if template.HasField("k8s_pod") else {}
     annotations = dict(template.k8s_pod.metadata.annotations) if template.HasField("k8s_pod") else {}
     if override is not None:
@@ -115,7 +155,8 @@ def _render(values: list[Any], variables: Mapping[str, str]) -> list[Any]:
         if not isinstance(text, str) or "{{" not in text:
             return text
         for key, value in variables.items():
-            text = re.sub(r"(?i){{\s*[\.$]" + re.escape(key) + r"\s*}}", lambda _m, v=value: v, text)
+            pattern = re.compile(r"(?i){{\s*[\.$]" + re.escape(key) + r"\s*}}")
+            text = pattern.sub(value.replace("\\", "\\\\"), text)
         return text
 
     return [sub(v) for v in values]
@@ -256,6 +297,31 @@ def _extended_resources(pod: BasePod, template: Any, metadata: Any, k8s: K8sConf
         primary.setdefault("volumeMounts", []).append({"name": shm.mount_name, "mountPath": shm.mount_path})
 
 
+def _apply_base_pod_template(pod: BasePod, template: Any, config: BackendConfig) -> None:
+    name = template.metadata.pod_template_name
+    if name and name not in config.pod_templates:
+        raise BuildError(
+            f"PodTemplate '{name}' does not exist (BackendConfig.pod_templates has {sorted(config.pod_templates)})"
+        )
+    name = name or config.k8s.default_pod_template_name
+    base = config.pod_templates.get(name) if name else None
+    if base is None:
+        return  # a missing default template is not an error (as in Flyte)
+    spec = base.get("spec") or {}
+    check_pod_spec(spec, f"PodTemplate {name!r} spec")
+    pod.spec = merge_base_pod_template(pod.spec, pod.primary, dict(spec))
+    meta = base.get("metadata") or {}
+    pod.labels = {**(meta.get("labels") or {}), **pod.labels}
+    pod.annotations = {**(meta.get("annotations") or {}), **pod.annotations}
+
+
+def _mirrored(extra: Mapping[str, Mapping[str, str]]) -> K8sResources:
+    # Kubernetes wants extended resources (not overcommittable) with equal request and limit; a side that
+    # is given alone is copied to the other, as flytekit does for requests/limits given alone.
+    requests, limits = dict(extra.get("requests") or {}), dict(extra.get("limits") or {})
+    return {"requests": {**limits, **requests}, "limits": {**requests, **limits}}
+
+
 def build_pod(
     template: Any,
     metadata: Any,
@@ -281,13 +347,11 @@ def build_pod(
         c["env"] = [*(c.get("env") or []), *copy.deepcopy(flyte_env)]
     primary = primary_container(pod.spec, pod.primary)
     base = primary.get("resources") or {}
-    if not isinstance(base, dict):
-        raise BuildError(f"invalid TaskSpecification, container {pod.primary!r} resources must be an object")
     if role_resources is not None:
         over: K8sResources = role_resources
     else:
         over = idl_to_k8s("overrides.resources", metadata.overrides.resources, gpu)
-    merged = merge_resources(merge_resources(base, over), extra_resources or {})
+    merged = merge_resources(merge_resources(base, over), _mirrored(extra_resources or {}))
     resolved = apply_platform_defaults(f"container {pod.primary!r} resources", merged, k8s, gpu)
     primary["resources"] = {side: values for side, values in resolved.items() if values}
     if k8s.image_pull_policy and not primary.get("imagePullPolicy"):
@@ -295,6 +359,8 @@ def build_pod(
     _update_pod(pod, template, metadata, k8s)
     if k8s.default_security_context and not primary.get("securityContext"):
         primary["securityContext"] = copy.deepcopy(k8s.default_security_context)
+    _apply_base_pod_template(pod, template, config)
+    primary = primary_container(pod.spec, pod.primary)  # the merge made new container dicts
     _extended_resources(pod, template, metadata, k8s, gpu)
     if metadata.overrides.container_image:
         primary["image"] = metadata.overrides.container_image

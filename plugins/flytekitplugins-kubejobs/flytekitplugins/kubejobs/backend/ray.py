@@ -15,15 +15,25 @@ from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .kubeflow import BuildContext
 from .merge import merge_overlay_pod_spec
-from .pods import BasePod, add_extended_resource_tolerations, build_pod, primary_container, service_account, struct_to_dict
+from .pods import (
+    BasePod,
+    add_extended_resource_tolerations,
+    build_pod,
+    primary_container,
+    service_account,
+    struct_to_dict,
+)
 from .resources import idl_to_k8s
 
 __all__ = ["build_ray_spec"]
 
-_PORTS = ({"name": "redis", "containerPort": 6379}, {"name": "head", "containerPort": 10001},
-          {"name": "dashboard", "containerPort": 8265})
+_PORTS = (
+    {"name": "redis", "containerPort": 6379},
+    {"name": "head", "containerPort": 10001},
+    {"name": "dashboard", "containerPort": 8265},
+)
 _UPSCALING = {1: "Default", 2: "Aggressive", 3: "Conservative"}
-_RAY_LOG_DIR = "/tmp/ray"  # noqa: S108 - Ray's log directory inside the pod
+_RAY_LOG_DIR = "/tmp/ray"
 
 
 def _field_env(name: str, path: str) -> dict[str, Any]:
@@ -79,10 +89,7 @@ def _group_template(
     annotations: dict[str, str] = {}
     if k8s_pod is not None:
         if k8s_pod.HasField("pod_spec"):
-            overlay = struct_to_dict(k8s_pod.pod_spec)
-            if not isinstance(overlay.get("containers", []), list):
-                raise BuildError(f"{container} k8sPod.podSpec.containers must be a list")
-            merge_overlay_pod_spec(spec, overlay)
+            merge_overlay_pod_spec(spec, struct_to_dict(k8s_pod.pod_spec, f"{container} k8sPod.podSpec"))
         labels, annotations = dict(k8s_pod.metadata.labels), dict(k8s_pod.metadata.annotations)
     add_extended_resource_tolerations(spec, ctx.config.k8s)
     k8s, md = ctx.config.k8s, ctx.metadata
@@ -116,7 +123,9 @@ def _autoscaler(options: Any, config: BackendConfig) -> dict[str, Any]:
     if options.idle_timeout_seconds > 0:
         out["idleTimeoutSeconds"] = options.idle_timeout_seconds
     elif options.idle_timeout_seconds < 0:
-        raise BuildError(f"autoscalerOptions.idleTimeoutSeconds must not be negative, got {options.idle_timeout_seconds}")
+        raise BuildError(
+            f"autoscalerOptions.idleTimeoutSeconds must not be negative, got {options.idle_timeout_seconds}"
+        )
     if int(options.upscaling_mode) in _UPSCALING:
         out["upscalingMode"] = _UPSCALING[int(options.upscaling_mode)]
     if options.image:
@@ -174,8 +183,11 @@ def build_ray_spec(ctx: BuildContext) -> tuple[dict[str, Any], dict[str, str], d
         base.spec.pop("serviceAccountName", None)
     head_msg = cluster.head_group_spec
     head_pod = head_msg.k8s_pod if cluster.HasField("head_group_spec") and head_msg.HasField("k8s_pod") else None
-    head_env = [_field_env("MY_POD_IP", "status.podIP"), {"name": "RAY_COLOR_PREFIX", "value": "0"},
-                {"name": "RAY_DATA_DISABLE_PROGRESS_BARS", "value": "1"}]
+    head_env = [
+        _field_env("MY_POD_IP", "status.podIP"),
+        {"name": "RAY_COLOR_PREFIX", "value": "0"},
+        {"name": "RAY_DATA_DISABLE_PROGRESS_BARS", "value": "1"},
+    ]
     cluster_spec: dict[str, Any] = {
         "headGroupSpec": {
             "serviceType": ray.service_type,
@@ -197,14 +209,16 @@ def build_ray_spec(ctx: BuildContext) -> tuple[dict[str, Any], dict[str, str], d
             if getattr(group, attr) < 0:
                 raise BuildError(f"{where}.{attr} must not be negative, got {getattr(group, attr)}")
         pod = group.k8s_pod if group.HasField("k8s_pod") else None
-        groups.append({
-            "groupName": group.group_name,
-            "replicas": group.replicas,
-            "minReplicas": min(group.min_replicas, group.replicas),
-            "maxReplicas": max(group.max_replicas, group.replicas),
-            "rayStartParams": _worker_params(dict(group.ray_start_params), ray),
-            "template": _group_template(ctx, base, "ray-worker", _worker_env(), pod, head=False),
-        })
+        groups.append(
+            {
+                "groupName": group.group_name,
+                "replicas": group.replicas,
+                "minReplicas": min(group.min_replicas, group.replicas),
+                "maxReplicas": max(group.max_replicas, group.replicas),
+                "rayStartParams": _worker_params(dict(group.ray_start_params), ray),
+                "template": _group_template(ctx, base, "ray-worker", _worker_env(), pod, head=False),
+            }
+        )
     if groups:
         cluster_spec["workerGroupSpecs"] = groups
     if cluster.HasField("autoscaler_options"):

@@ -67,9 +67,7 @@ def apply_platform_defaults(
     if "gpu" in limits:
         limits[gpu] = limits.pop("gpu")
     defaults = {"cpu": k8s.default_cpus, "memory": k8s.default_memory}
-    names = ["cpu", "memory"] + [
-        n for n in ("ephemeral-storage", gpu) if n in requests or n in limits
-    ]
+    names = ["cpu", "memory"] + [n for n in ("ephemeral-storage", gpu) if n in requests or n in limits]
     for name in names:
         request, limit = requests.get(name), limits.get(name)
         if is_zero(f"{field}.requests.{name}", request):

@@ -111,7 +111,11 @@ class Informer:
 
     # -- the thread ------------------------------------------------------------------------------------
     def _put(self, obj: Obj) -> None:
-        name = obj.get("metadata", {}).get("name", "")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:  # not an object we can key: never cached, get() will GET
+            log.warning("cache for %s/%s: skipping a malformed object", self.kind.plural, self.namespace)
+            return
         if name in self._objects or len(self._objects) < self.max_objects:
             self._objects[name] = slim(obj)
             self._deleted.pop(name, None)
@@ -125,7 +129,8 @@ class Informer:
     def _relist(self) -> str:
         items, rv = self.client.list_sync(self.kind, self.namespace, self.selector, self._stop)
         with self._lock:
-            gone = set(self._objects) - {i.get("metadata", {}).get("name", "") for i in items}
+            names = {(i.get("metadata") or {}).get("name") for i in items if isinstance(i, dict)}
+            gone = set(self._objects) - names
             for name in gone:
                 self._forget(name)
             for item in items:
@@ -166,6 +171,9 @@ class Informer:
         response = self.client.open_watch(self.kind, self.namespace, self.selector, rv)
         self._response = response
         try:
+            if self._stop.is_set():  # stop() ran before the response was published: it could not close it
+                getattr(response, "shutdown", response.close)()
+                return rv
             for event in self.client.watch_events(response):
                 obj = event.get("object") or {}
                 meta = obj.get("metadata") or {}

@@ -228,7 +228,7 @@ class KubeClient:
                 watch=True,
                 resource_version=resource_version,
                 allow_watch_bookmarks=True,
-                timeout_seconds=int(self.settings.watch_timeout),
+                timeout_seconds=max(1, int(self.settings.watch_timeout)),
                 _preload_content=False,
                 _request_timeout=(self.settings.connect_timeout, self.settings.watch_timeout + self._timeout[1]),
             )

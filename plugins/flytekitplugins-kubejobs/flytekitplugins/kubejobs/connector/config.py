@@ -129,11 +129,11 @@ class ConnectorSettings:
                 attr = key[len(_ENV_PREFIX) :].lower()
                 if attr in known:
                     kw[attr] = _from_env(attr, raw)
-        plugins = data.get("plugins")
-        if plugins is not None:
+        plugins, crd_dir = data.get("plugins"), data.get("crd-dir")
+        if plugins is not None or crd_dir is not None:
             from ..backend import BackendConfig
 
-            kw["backend"] = BackendConfig.from_flyte_config(plugins, crd_dir=data.get("crd-dir"))
+            kw["backend"] = BackendConfig.from_flyte_config(plugins or {}, crd_dir=crd_dir)
         return cls(**kw)
 
     @classmethod

@@ -213,7 +213,10 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         if resource_meta.execution:
             meta_pb.ParseFromString(base64.b64decode(resource_meta.execution))
         task_config = json.loads(resource_meta.task_config) if resource_meta.task_config else None
-        info = task_phase(obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config)
+        try:
+            info = task_phase(obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config)
+        except ValueError as err:  # a malformed object fails this call only, with a message that names it
+            raise ValueError(f"{kind.kind} {where} cannot be mapped to a phase: {err}") from err
         if obj.get("metadata", {}).get("deletionTimestamp") and not info.phase.is_terminal:
             message = f"[UnexpectedObjectDeletion] object [{where}] terminated in the background, manually"
             return Resource(phase=TaskExecution.RETRYABLE_FAILED, message=message)

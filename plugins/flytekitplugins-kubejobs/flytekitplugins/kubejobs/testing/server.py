@@ -24,109 +24,19 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import parse_qs, urlsplit
 
 from .crds import KINDS, crd_objects
 from .operator import Outcome
+from .protocol import Fault, Handler, HTTPServer, kubeconfig_for, status_body
 from .store import AlreadyExists, Expired, NotFound, ObjectStore, Resource
 
-__all__ = ["Fault", "FakeApiServer"]
+__all__ = ["Fault", "FakeApiServer", "kubeconfig_for"]
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-
-
-@dataclass
-class Fault:
-    """The next ``remaining`` matching requests fail: with ``status``, or by dropping the connection."""
-
-    remaining: int
-    status: int = 500
-    retry_after: Optional[float] = None
-    methods: Optional[frozenset[str]] = None
-    drop: bool = False
-    #: With ``drop``: apply the write first, then drop the connection (the response is lost).
-    after_commit: bool = False
-    watches: bool = True
-    #: Hold the request this long before answering normally (a slow API server; 0: no stall).
-    stall: float = 0.0
-
-    def matches(self, method: str, is_watch: bool) -> bool:
-        wanted = self.methods is None or method in self.methods
-        return self.remaining > 0 and wanted and (self.watches or not is_watch)
-
-
-def _status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
-    if details:
-        body["details"] = details
-    return body
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _HTTPServer
-    timeout = 60  # idle keep-alive connections end by themselves
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.owner._track(self.connection, True)
-
-    def finish(self) -> None:
-        self.server.owner._track(self.connection, False)
-        with contextlib.suppress(OSError):
-            super().finish()
-
-    def do_GET(self) -> None:
-        self.server.owner._dispatch(self, "GET")
-
-    def do_POST(self) -> None:
-        self.server.owner._dispatch(self, "POST")
-
-    def do_DELETE(self) -> None:
-        self.server.owner._dispatch(self, "DELETE")
-
-    def do_PUT(self) -> None:
-        self.server.owner._dispatch(self, "PUT")
-
-    def do_PATCH(self) -> None:
-        self.server.owner._dispatch(self, "PATCH")
-
-    # -- response helpers ----------------------------------------------------------------------------
-    def send_json(self, code: int, body: Any, headers: Optional[dict[str, str]] = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def send_chunk(self, body: Any) -> None:
-        data = json.dumps(body).encode() + b"\n"
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    owner: FakeApiServer
 
 
 class FakeApiServer:
@@ -159,12 +69,12 @@ class FakeApiServer:
             from flytekitplugins.kubejobs.schema import SchemaSet
 
             self._schemas = SchemaSet.from_dir(crd_dir)
-        self._httpd: Optional[_HTTPServer] = None
+        self._httpd: Optional[HTTPServer] = None
         self._thread: Optional[threading.Thread] = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def start(self) -> FakeApiServer:
-        httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
+        httpd = HTTPServer(("127.0.0.1", 0), Handler)
         httpd.owner = self
         self._httpd = httpd
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -195,14 +105,7 @@ class FakeApiServer:
 
     def kubeconfig(self, namespace: str = "default") -> dict[str, Any]:
         """A kubeconfig (as a dict, ready for ``yaml.safe_dump``) that points at this server."""
-        return {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "fake-token"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
-            "current-context": "fake",
-        }
+        return kubeconfig_for(self.url, namespace)
 
     # -- test controls ---------------------------------------------------------------------------------
     def fail_next(
@@ -281,15 +184,16 @@ class FakeApiServer:
             self._faults = [f for f in self._faults if f.remaining > 0]
         return None
 
-    def _dispatch(self, h: _Handler, method: str) -> None:
+    def _dispatch(self, h: Handler, method: str) -> None:
         url = urlsplit(h.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
         is_watch = query.get("watch") in ("true", "1")
         kind = "crd" if url.path.startswith(_CRD_PATH) else ("watch" if is_watch else method)
-        with self._lock:
-            self.requests[(method, kind)] += 1
+        if not url.path.startswith("/fake/"):  # control calls are not API traffic
+            with self._lock:
+                self.requests[(method, kind)] += 1
         fault = self._take_fault(method, is_watch)
         if fault is not None and fault.stall:
             self._stopping.wait(fault.stall)
@@ -300,7 +204,7 @@ class FakeApiServer:
                 return
             headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
             reason = "TooManyRequests" if fault.status == 429 else "InternalError"
-            self._reply(h, fault.status, _status(fault.status, reason, "injected fault"), headers)
+            self._reply(h, fault.status, status_body(fault.status, reason, "injected fault"), headers)
             return
         try:
             code, body = self._route(h, method, url.path, query, raw, is_watch)
@@ -313,7 +217,7 @@ class FakeApiServer:
         if code:
             self._reply(h, code, body)
 
-    def _reply(self, h: _Handler, code: int, body: Any, headers: Optional[dict[str, str]] = None) -> None:
+    def _reply(self, h: Handler, code: int, body: Any, headers: Optional[dict[str, str]] = None) -> None:
         with self._lock:
             self.responses[code] += 1
         try:
@@ -321,14 +225,26 @@ class FakeApiServer:
         except (BrokenPipeError, ConnectionResetError):
             h.close_connection = True
 
+    def _control(self, method: str, path: str) -> tuple[int, Any]:
+        """``/fake/stats`` (GET) and ``/fake/step`` (POST): for a server run in another process."""
+        if path == "/fake/step" and method == "POST":
+            return 200, {"changed": self.step()}
+        if path == "/fake/stats" and method == "GET":
+            with self._lock:
+                requests = {f"{m} {k}": n for (m, k), n in self.requests.items()}
+            return 200, {"requests": requests, "objects": self.store.count(), "created": self.store.created}
+        return 404, status_body(404, "NotFound", f"no control endpoint {method} {path}")
+
     def _route(
-        self, h: _Handler, method: str, path: str, query: dict[str, str], raw: bytes, is_watch: bool
+        self, h: Handler, method: str, path: str, query: dict[str, str], raw: bytes, is_watch: bool
     ) -> tuple[int, Any]:
+        if path.startswith("/fake/"):
+            return self._control(method, path)
         if path.startswith(_CRD_PATH):
             return self._crd(method, path[len(_CRD_PATH) :].strip("/"))
         parts = path.strip("/").split("/")
         if len(parts) < 4 or parts[0] != "apis":
-            return 404, _status(404, "NotFound", "the server could not find the requested resource")
+            return 404, status_body(404, "NotFound", "the server could not find the requested resource")
         group, version = parts[1], parts[2]
         namespace: Optional[str] = None
         rest = parts[3:]
@@ -336,7 +252,7 @@ class FakeApiServer:
             namespace, rest = rest[1], rest[2:]
         res = self._kinds.get((group, version, rest[0]))
         if res is None or len(rest) > 2:
-            return 404, _status(404, "NotFound", "the server could not find the requested resource")
+            return 404, status_body(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) == 2 else None
         qualified = f"{res.plural}.{res.group}"
         if name is None and method == "GET":
@@ -351,62 +267,64 @@ class FakeApiServer:
                 "items": items,
             }
         if namespace is None:
-            return 405, _status(405, "MethodNotAllowed", "namespace required")
+            return 405, status_body(405, "MethodNotAllowed", "namespace required")
         if name is None and method == "POST":
             return self._create(res, namespace, raw)
         if name is not None and method == "GET":
             try:
                 return 200, self.store.get(res, namespace, name)
             except NotFound:
-                return 404, _status(404, "NotFound", f'{qualified} "{name}" not found', name=name, kind=res.plural)
+                return 404, status_body(404, "NotFound", f'{qualified} "{name}" not found', name=name, kind=res.plural)
         if name is not None and method == "DELETE":
             options = json.loads(raw) if raw else {}
             policy = options.get("propagationPolicy") or query.get("propagationPolicy")
             try:
                 return 200, self.store.delete(res, namespace, name, policy)
             except NotFound:
-                return 404, _status(404, "NotFound", f'{qualified} "{name}" not found', name=name, kind=res.plural)
-        return 405, _status(405, "MethodNotAllowed", f"{method} is not supported by the fake API server")
+                return 404, status_body(404, "NotFound", f'{qualified} "{name}" not found', name=name, kind=res.plural)
+        return 405, status_body(405, "MethodNotAllowed", f"{method} is not supported by the fake API server")
 
     def _create(self, res: Resource, namespace: str, raw: bytes) -> tuple[int, Any]:
         try:
             body = json.loads(raw)
         except ValueError as err:
-            return 400, _status(400, "BadRequest", f"invalid JSON: {err}")
+            return 400, status_body(400, "BadRequest", f"invalid JSON: {err}")
         if not isinstance(body, dict) or body.get("apiVersion") != res.api_version or body.get("kind") != res.kind:
             got = (body.get("apiVersion"), body.get("kind")) if isinstance(body, dict) else body
-            return 400, _status(400, "BadRequest", f"expected {res.api_version} {res.kind}, got {got}")
+            return 400, status_body(400, "BadRequest", f"expected {res.api_version} {res.kind}, got {got}")
         meta = body.get("metadata") or {}
         name = meta.get("name", "")
         if meta.get("namespace", namespace) != namespace:
-            return 400, _status(400, "BadRequest", "the namespace of the object does not match the request namespace")
+            return 400, status_body(
+                400, "BadRequest", "the namespace of the object does not match the request namespace"
+            )
         if not name or len(name) > 253 or not _DNS1123.match(name):
-            return 422, _status(422, "Invalid", f"metadata.name: Invalid value: {name!r}", kind=res.kind)
+            return 422, status_body(422, "Invalid", f"metadata.name: Invalid value: {name!r}", kind=res.kind)
         if self._schemas is not None:
             from flytekitplugins.kubejobs.schema import ObjectInvalid, validate_object
 
             try:
                 validate_object(body, self._schemas)
             except ObjectInvalid as err:
-                return 422, _status(422, "Invalid", f'{res.kind}.{res.group} "{name}" is invalid: {err}', name=name)
+                return 422, status_body(422, "Invalid", f'{res.kind}.{res.group} "{name}" is invalid: {err}', name=name)
         try:
             return 201, self.store.create(res, namespace, body)
         except AlreadyExists:
             qualified = f"{res.plural}.{res.group}"
-            return 409, _status(409, "AlreadyExists", f'{qualified} "{name}" already exists', name=name)
+            return 409, status_body(409, "AlreadyExists", f'{qualified} "{name}" already exists', name=name)
 
     def _crd(self, method: str, name: str) -> tuple[int, Any]:
         if method != "GET":
-            return 405, _status(405, "MethodNotAllowed", "read-only")
+            return 405, status_body(405, "MethodNotAllowed", "read-only")
         if not name:
             items = list(self._crds.values())
             kind = "CustomResourceDefinitionList"
             return 200, {"apiVersion": "apiextensions.k8s.io/v1", "kind": kind, "items": items}
         if name not in self._crds:
-            return 404, _status(404, "NotFound", f'customresourcedefinitions "{name}" not found')
+            return 404, status_body(404, "NotFound", f'customresourcedefinitions "{name}" not found')
         return 200, self._crds[name]
 
-    def _watch(self, h: _Handler, res: Resource, namespace: Optional[str], query: dict[str, str]) -> None:
+    def _watch(self, h: Handler, res: Resource, namespace: Optional[str], query: dict[str, str]) -> None:
         store, selector = self.store, query.get("labelSelector")
         seconds = min(float(query.get("timeoutSeconds") or self.max_watch_seconds), self.max_watch_seconds)
         deadline = time.monotonic() + seconds
@@ -437,7 +355,7 @@ class FakeApiServer:
                 if store.resource_version <= rv:
                     store.changed.wait(max(0.0, min(deadline - time.monotonic(), 0.5)))
         if expired:
-            h.send_chunk({"type": "ERROR", "object": _status(410, "Expired", f"too old resource version: {rv}")})
+            h.send_chunk({"type": "ERROR", "object": status_body(410, "Expired", f"too old resource version: {rv}")})
         elif query.get("allowWatchBookmarks") in ("true", "1"):
             mark = {"apiVersion": res.api_version, "kind": res.kind, "metadata": {"resourceVersion": str(rv)}}
             h.send_chunk({"type": "BOOKMARK", "object": mark})

@@ -112,6 +112,7 @@ class ObjectStore:
         self.default_outcome: Outcome = "succeed"
         self.outcomes: dict[str, Outcome] = {}
         self.deletions: list[tuple[str, str, Optional[str]]] = []  # (namespace, name, propagationPolicy)
+        self.created = 0  # objects ever created
 
     # -- reads ------------------------------------------------------------------------------------------
     @property
@@ -180,6 +181,7 @@ class ObjectStore:
             meta.update(namespace=namespace, uid=str(uuid.uuid4()), creationTimestamp=utc_now(), generation=1)
             self._bump(obj)
             self._objects[key] = obj
+            self.created += 1
             outcome = self.outcomes.get(name, self.default_outcome)
             self._jobs[key] = _Job(outcome, stages=stages_for(res.group, outcome, utc_now(), name))
             self._record(res, namespace, "ADDED", obj)

@@ -1,0 +1,84 @@
+"""A failing member stops the world and is named; nothing outlives the task (success, failure, Ctrl-C)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from flytekit.exceptions.user import FlyteRecoverableException
+from flytekitplugins.kfoperators.world import LocalWorldError, RecoverableLocalWorldError
+
+from .conftest import alive
+from .world_tasks import Collector, rank_one_fails
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("full_world"),
+    pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning"),
+]
+
+
+def test_rank_one_failure_names_its_role_and_index_and_stops_rank_zero() -> None:
+    collector = Collector(expected=2)
+    with pytest.raises(LocalWorldError) as caught:
+        rank_one_fails(port=collector.port, recoverable=False)
+    error = caught.value
+    # PyTorchJob: rank 1 is the first worker
+    assert (error.role, error.index) == ("worker", 0)
+    assert "worker 0 (worker-0, RANK=1) failed: ValueError: rank 1 exploded" in str(error)
+    assert "ValueError: rank 1 exploded" in error.stderr_tail
+    assert isinstance(error.__cause__, ValueError)
+    assert not isinstance(error, FlyteRecoverableException)
+    # rank 0 was waiting forever: the launcher stopped it
+    assert not [r["pid"] for r in collector.wait() if alive(r["pid"])]
+
+
+def test_a_recoverable_exception_stays_retryable() -> None:
+    collector = Collector(expected=2)
+    with pytest.raises(FlyteRecoverableException) as caught:
+        rank_one_fails(port=collector.port, recoverable=True)
+    assert isinstance(caught.value, RecoverableLocalWorldError)
+    assert (caught.value.role, caught.value.index) == ("worker", 0)
+    assert "rank 1 asks for a retry" in str(caught.value)
+    assert not [r["pid"] for r in collector.wait() if alive(r["pid"])]
+
+
+SCRIPT = """
+import os, sys, threading
+from flytekit import task
+from flytekitplugins.kfoperators import PyTorch, Worker
+
+@task(task_config=PyTorch(worker=Worker(replicas=1)))
+def wait_forever() -> int:
+    print("READY", os.getpid(), flush=True)
+    threading.Event().wait()
+    return 0
+
+if __name__ == "__main__":
+    wait_forever()
+"""
+
+
+def test_ctrl_c_ends_every_process_of_the_world(tmp_path: Path) -> None:
+    script = tmp_path / "interrupted.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {**os.environ, "KUBEJOBS_LOCAL_WORLD": "full"}
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert parent.stdout is not None
+    pids = []
+    for line in parent.stdout:  # blocks until each member says it is up
+        if "READY" in line:
+            pids.append(int(line.split()[-1]))
+            if len(pids) == 2:
+                break
+    parent.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
+    parent.stdout.close()
+    assert parent.wait(timeout=60) != 0
+    assert not [p for p in pids if alive(p)]

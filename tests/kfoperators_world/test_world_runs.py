@@ -1,0 +1,68 @@
+"""Local worlds with real processes: gloo across PyTorch ranks, TF_CONFIG per TFJob member, mpirun ranks,
+and an Elastic job of two nodes. Expected values are the operators' contracts (Kubeflow Training Operator:
+RANK 0 is the master, workers follow; TF_CONFIG = cluster spec without the evaluator + task type/index +
+"environment": "cloud"), not this code's output."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+
+from .conftest import alive
+from .world_tasks import Collector, all_reduce, elastic_all_reduce, mpi_hello, tf_members
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.usefixtures("full_world"),
+    pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning"),
+]
+
+
+def test_gloo_all_reduce_over_two_local_pytorch_ranks(capfd: pytest.CaptureFixture[str]) -> None:
+    collector = Collector(expected=2)
+    # ranks contribute 10 + 0 and 10 + 1; the master (rank 0) gives the task output
+    assert all_reduce(value=10, port=collector.port) == [0, 2, 21]
+    reports = collector.wait()
+    assert sorted(r["rank"] for r in reports) == ["0", "1"]
+    out = capfd.readouterr().out
+    # live logs are prefixed with role and index
+    assert "[master-0] rank 0 sum 21" in out and "[worker-0] rank 1 sum 21" in out
+    # every process of the world has ended when the task returns
+    assert not [r["pid"] for r in reports if alive(r["pid"])]
+
+
+def test_tf_config_of_a_one_chief_one_ps_two_worker_job() -> None:
+    collector = Collector(expected=4)
+    chief_view = json.loads(tf_members(port=collector.port))
+    configs = {(c["task"]["type"], c["task"]["index"]): c for c in (r["tf_config"] for r in collector.wait())}
+    assert sorted(configs) == [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1)]
+    assert chief_view == configs[("chief", 0)]  # the task output is the chief's
+    cluster = chief_view["cluster"]
+    assert {role: len(addresses) for role, addresses in cluster.items()} == {"chief": 1, "ps": 1, "worker": 2}
+    addresses = [a for group in cluster.values() for a in group]
+    assert len(set(addresses)) == 4 and all(re.fullmatch(r"127\.0\.0\.1:\d+", a) for a in addresses)
+    for config in configs.values():
+        assert config["cluster"] == cluster and config["environment"] == "cloud"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI (make system-deps)")
+def test_mpirun_hello_world_with_two_ranks(capfd: pytest.CaptureFixture[str]) -> None:
+    assert mpi_hello() == "hello from 0 of 2"  # rank 0's output is the task's
+    out = capfd.readouterr().out
+    assert "[rank-0] hello from 0 of 2" in out and "[rank-1] hello from 1 of 2" in out
+    pids = [int(p) for p in re.findall(r"hello from \d of 2 pid (\d+)", out)]
+    assert len(pids) == 2 and not [p for p in pids if alive(p)]
+
+
+def test_without_mpirun_the_error_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no mpirun
+    with pytest.raises(RuntimeError, match=r"mpirun was not found.*apt-get install openmpi-bin"):
+        mpi_hello()
+
+
+def test_elastic_two_nodes_meet_at_a_local_rendezvous() -> None:
+    # rank, world size, 10 + 11, number of nodes (torch's GROUP_WORLD_SIZE)
+    assert elastic_all_reduce(value=10) == [0, 2, 21, 2]

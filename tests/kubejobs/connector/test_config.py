@@ -1,0 +1,80 @@
+"""Connector configuration: one YAML file (connector settings + the propeller ``plugins:`` section) and env."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from flytekitplugins.kubejobs.connector.client import backoff_delay
+from flytekitplugins.kubejobs.connector.config import CONFIG_ENV, ConnectorSettings
+
+CONFIG = """
+connector:
+  namespaces: [flytesnacks-development, flytesnacks-staging]
+  kubeconfig: /etc/kube/config
+  context: prod
+  cache: false
+  request-timeout: 3s
+  watch-timeout: 2m
+plugins:
+  k8s:
+    default-cpus: 500m
+    gpu-resource-name: amd.com/gpu
+"""
+
+
+def test_one_yaml_file_holds_connector_and_backend_settings(tmp_path: Path) -> None:
+    path = tmp_path / "connector.yaml"
+    path.write_text(CONFIG)
+    settings = ConnectorSettings.from_yaml(path)
+    assert settings.namespaces == ("flytesnacks-development", "flytesnacks-staging")
+    assert (settings.kubeconfig, settings.context, settings.cache) == ("/etc/kube/config", "prod", False)
+    assert (settings.request_timeout, settings.watch_timeout) == (3.0, 120.0)
+    assert settings.backend_config.k8s.default_cpus == "500m"
+    assert settings.backend_config.k8s.gpu_resource_name == "amd.com/gpu"
+
+
+def test_the_environment_names_the_file_and_overrides_single_settings(tmp_path: Path) -> None:
+    path = tmp_path / "connector.yaml"
+    path.write_text(CONFIG)
+    env = {CONFIG_ENV: str(path), "KUBEJOBS_CONNECTOR_CACHE": "true", "KUBEJOBS_CONNECTOR_NAMESPACES": "a, b"}
+    settings = ConnectorSettings.from_env(env)
+    assert settings.cache is True and settings.namespaces == ("a", "b")
+    assert settings.context == "prod"  # the rest still comes from the file
+
+
+def test_defaults_use_the_in_cluster_service_account_and_the_cache() -> None:
+    settings = ConnectorSettings.from_env({})
+    assert settings.kubeconfig is None and settings.context is None
+    assert settings.cache is True and settings.namespaces == ()
+    assert settings.backend_config.k8s.default_cpus == "1000m"  # Flyte's own default
+
+
+@pytest.mark.parametrize(
+    ("section", "error", "match"),
+    [
+        ({"cach": True}, ValueError, r"connector\.cach is not a connector setting"),
+        ({"cache": "yes"}, TypeError, r"ConnectorSettings\.cache must be true or false, got 'yes'"),
+        ({"request-timeout": "soon"}, ValueError, r"ConnectorSettings\.request_timeout .*'soon'"),
+        ({"request-timeout": "0s"}, ValueError, r"ConnectorSettings\.request_timeout must be positive"),
+        ({"workers": 0}, ValueError, r"ConnectorSettings\.workers must be a positive int, got 0"),
+        ({"namespaces": "team-a"}, TypeError, r"ConnectorSettings\.namespaces must be a list"),
+    ],
+)
+def test_bad_settings_name_the_field_and_value(section: dict[str, object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        ConnectorSettings.from_mapping({"connector": section})
+
+
+def test_bad_env_values_are_refused() -> None:
+    with pytest.raises(ValueError, match="KUBEJOBS_CONNECTOR_CACHE must be true or false, got 'maybe'"):
+        ConnectorSettings.from_env({"KUBEJOBS_CONNECTOR_CACHE": "maybe"})
+
+
+def test_backoff_is_capped_exponential_with_jitter_and_honours_retry_after() -> None:
+    delays = [backoff_delay(a, None, base=0.1, cap=2.0, jitter=1.0) for a in range(8)]
+    assert delays == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0]
+    for attempt in range(6):
+        assert 0.5 * min(2.0, 0.1 * 2**attempt) <= backoff_delay(attempt, None, base=0.1, cap=2.0) <= 2.0
+    assert backoff_delay(0, 1.5, base=0.1, cap=2.0) >= 1.5  # Retry-After is a floor...
+    assert backoff_delay(0, 60.0, base=0.1, cap=2.0) == 2.0  # ...within the cap

@@ -1,0 +1,26 @@
+"""The docstring examples of the connector and fake-server modules run as written."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "flytekitplugins.kubejobs.connector",
+    "flytekitplugins.kubejobs.connector.cache",
+    "flytekitplugins.kubejobs.connector.client",
+    "flytekitplugins.kubejobs.connector.config",
+    "flytekitplugins.kubejobs.connector.connector",
+    "flytekitplugins.kubejobs.testing.operator",
+    "flytekitplugins.kubejobs.testing.server",
+    "flytekitplugins.kubejobs.testing.store",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name: str) -> None:
+    result = doctest.testmod(importlib.import_module(name), raise_on_error=False)
+    assert result.failed == 0
+    assert result.attempted > 0

@@ -9,6 +9,7 @@ the rows that matter are ratios measured in this run:
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import warnings
@@ -115,6 +116,7 @@ def _compare(*cases: tuple[Any, Any, bool, int], repeat: int = 7) -> list[float]
     best = [float("inf")] * len(cases)
     for _ in range(repeat):
         for i, run in enumerate(runners):
+            gc.collect()  # start each round from the same heap state
             best[i] = min(best[i], median_time(run, repeat=1))
     return [b / case[3] * 1000.0 for b, case in zip(best, cases, strict=True)]
 
@@ -137,11 +139,11 @@ def rows() -> list[Row]:
         ms = _per_build(template, plain, False, n)
         out.append(Row(f"backend build {name}", ms, None, "ms", "< 5 ms", ms < 5))
     for name, make in (("PyTorchJob", pytorch), ("RayJob", lambda r: ray(1, r))):
-        one, many = _compare((make(1), plain, False, 100), (make(10_000), plain, False, 100), repeat=15)
+        one, many = _compare((make(1), plain, False, 100), (make(10_000), plain, False, 100), repeat=21)
         out.append(Row(f"backend {name}: 10,000 vs 1 replicas", many, one, "ms", "<= 1.2x", many / one <= 1.2))
     per = dict(
         zip(
-            (1, 8, 64), _compare(*((ray(g), plain, False, max(2, 64 // g)) for g in (1, 8, 64)), repeat=11), strict=True
+            (1, 8, 64), _compare(*((ray(g), plain, False, max(2, 64 // g)) for g in (1, 8, 64)), repeat=31), strict=True
         )
     )
     for g, ms in per.items():

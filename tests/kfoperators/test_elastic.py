@@ -44,6 +44,11 @@ def forked_world(tag: str) -> list[str]:
     return [tag, os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_WORLD_SIZE"]]
 
 
+@task(task_config=Elastic(nnodes="2:3", start_method="fork", monitor_interval=1))
+def multi_node_config(tag: str) -> list[str]:
+    return [tag, os.environ["WORLD_SIZE"], os.environ["GROUP_WORLD_SIZE"]]
+
+
 def _chain(error: BaseException) -> list[BaseException]:
     out = []
     current: BaseException | None = error
@@ -79,3 +84,8 @@ def test_a_recoverable_worker_error_stays_retryable() -> None:
 
 def test_fork_start_method_runs_the_bound_function() -> None:
     assert forked_world(tag="forked") == ["forked", "0", "2", "2"]
+
+
+def test_a_multi_node_config_runs_locally_as_one_node_without_waiting_for_others() -> None:
+    # upstream waits for the missing nodes until the rendezvous join timeout (900 s by default)
+    assert multi_node_config(tag="local") == ["local", "1", "1"]

@@ -39,7 +39,7 @@ async def _until_terminal(connector: Any, meta: Any, server: FakeApiServer, kit:
 
 @pytest.mark.parametrize(
     "fault",
-    ["500", "429-retry-after", "dropped-connections", "stalled"],
+    ["500", "429-retry-after", "dropped-connections"],
 )
 def test_a_task_reaches_its_true_phase_through_api_faults(
     server: FakeApiServer, runtime: Any, kit: Any, fault: str
@@ -51,10 +51,8 @@ def test_a_task_reaches_its_true_phase_through_api_faults(
             server.fail_next(3, status=500)
         elif fault == "429-retry-after":
             server.fail_next(2, status=429, retry_after=0.05)
-        elif fault == "dropped-connections":
+        else:
             server.drop_next(3)
-        else:  # longer than the client's request timeout: the call times out and is retried
-            server.stall_next(1, seconds=0.6, methods={"GET"})
 
     async def scenario() -> None:
         inject()
@@ -71,6 +69,25 @@ def test_a_task_reaches_its_true_phase_through_api_faults(
     assert server.store.created == 1
     if fault == "429-retry-after":
         assert server.responses[429] >= 2
+
+
+def test_a_hung_api_call_times_out_and_is_retried(server: FakeApiServer, tmp_path: Any, kit: Any) -> None:
+    import time
+
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    configure(kit.settings(server, tmp_path, cache=False, request_timeout=0.2))
+    try:
+        connector = ConnectorRegistry.get_connector("pytorch", 1)
+        meta = asyncio.run(connector.create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("hung")))
+        server.stall_next(1, seconds=3.0, methods={"GET"})  # the API server does not answer this GET in time
+        started = time.monotonic()
+        resource = asyncio.run(connector.get(meta))
+        assert time.monotonic() - started < 3.0  # the hung call was cut by its timeout, not waited out
+        assert resource.phase == TaskExecution.QUEUED
+        assert server.requests[("GET", "GET")] == 2  # the timed-out GET and its retry
+    finally:
+        shutdown()
 
 
 def test_a_call_gives_up_with_a_clear_error_when_the_api_stays_down(

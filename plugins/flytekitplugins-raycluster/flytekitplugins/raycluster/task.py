@@ -15,8 +15,6 @@ from flytekit.core.python_function_task import PythonFunctionTask
 from flytekit.extend import TaskPlugins
 
 from .config import RayJobConfig
-from .local import attach_to_job_cluster, ensure_local_ray
-from .serialize import ray_job_custom
 
 __all__ = ["RAY_TASK_TYPE", "RayFunctionTask"]
 
@@ -33,7 +31,10 @@ class RayFunctionTask(PythonFunctionTask[RayJobConfig]):  # type: ignore[misc]
             raise TypeError(f"task_config must be a RayJobConfig, got {task_config!r}")
         super().__init__(task_config=task_config, task_type=RAY_TASK_TYPE, task_function=task_function, **kwargs)
 
+    # .local and .serialize are imported when used: `import flytekitplugins.raycluster` stays small.
     def pre_execute(self, user_params: Optional[ExecutionParameters]) -> Optional[ExecutionParameters]:
+        from .local import attach_to_job_cluster, ensure_local_ray
+
         cfg: RayJobConfig = self.task_config
         state = FlyteContextManager.current_context().execution_state
         if state is None or state.is_local_execution():
@@ -43,6 +44,8 @@ class RayFunctionTask(PythonFunctionTask[RayJobConfig]):  # type: ignore[misc]
         return user_params
 
     def get_custom(self, settings: SerializationSettings) -> Optional[dict[str, Any]]:
+        from .serialize import ray_job_custom
+
         return ray_job_custom(self.task_config)
 
 

@@ -257,7 +257,11 @@ def register_connectors() -> list[KubeJobConnector]:
             continue  # already registered (by us on a re-import, or by another package): keep it
         except FlyteConnectorNotFound:
             pass
-        connector = KubeJobConnector(task_type, version)
-        ConnectorRegistry.register(connector)
+        try:
+            connector = KubeJobConnector(task_type, version)
+            ConnectorRegistry.register(connector)
+        except Exception:  # must not break `import flytekit`; the log says what failed
+            log.exception("could not register the kubejobs connector for %s v%d", task_type, version)
+            continue
         added.append(connector)
     return added

@@ -100,16 +100,13 @@ def rows() -> list[Row]:
         best=True,
     )
     local = _alternating({"plugin": PLUGIN_TASK, "plain": PLAIN_RAY}, repeat=3)
-    import_ratio = imports["ours"] / imports["official"]
     local_ratio = local["plugin"] / local["plain"]
     return [
         Row(
             "raycluster: import over bare flytekit (vs flytekitplugins-ray)",
             imports["ours"] * 1000,
             imports["official"] * 1000,
-            "ms",
-            "<= 1.2x",
-            import_ratio <= 1.2,
+            "ms",  # the issue sets no target for this row: reported for comparison
         ),
         Row(
             "raycluster: local trivial Ray task (vs ray.init + remote call)",

@@ -153,3 +153,8 @@ def test_object_name_from_execution_id(kit):
         kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), kit.metadata(name="f7e", node="n1", attempt=2)
     )
     assert obj["metadata"]["name"] == "f7e-n1-2"
+
+
+def test_from_yaml_names_a_missing_file():
+    with pytest.raises(ValueError, match="neither an existing file nor YAML text"):
+        BackendConfig.from_yaml("/no/such/propeller.yaml")

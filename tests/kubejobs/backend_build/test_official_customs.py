@@ -85,6 +85,21 @@ def ray_minimal_task() -> None: ...
 def pytorch_pod_template_task() -> None: ...
 
 
+def elastic_task():
+    """An Elastic (torchrun) task; built lazily because Elastic imports torch."""
+    import warnings
+
+    with warnings.catch_warnings():  # torch without numpy says so once, at import
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy", category=UserWarning)
+        import torch  # noqa: F401
+    from flytekitplugins.kfpytorch import Elastic
+
+    @task(task_config=Elastic(nnodes="2:4", nproc_per_node=8, max_restarts=3, increase_shared_mem=False))
+    def train_elastic() -> None: ...
+
+    return train_elastic
+
+
 SETTINGS = SerializationSettings(
     project="proj",
     domain="dev",
@@ -177,3 +192,19 @@ def test_ray_minimal_uses_platform_shutdown(kit):
     obj = kit.build(serialize(ray_minimal_task))
     assert (obj["spec"]["shutdownAfterJobFinishes"], obj["spec"]["ttlSecondsAfterFinished"]) == (True, 3600)
     assert "headGroupSpec" in obj["spec"]["rayClusterSpec"]
+
+
+def test_elastic(kit):
+    t = serialize(elastic_task())
+    assert (t.type, t.task_type_version) == ("pytorch", 1)
+    obj = kit.build(t)
+    spec = obj["spec"]
+    assert set(spec["pytorchReplicaSpecs"]) == {"Worker"}
+    assert spec["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
+    assert spec["elasticPolicy"] == {
+        "rdzvBackend": "c10d",
+        "minReplicas": 2,
+        "maxReplicas": 4,
+        "nProcPerNode": 8,
+        "maxRestarts": 3,
+    }

@@ -260,3 +260,8 @@ def test_deviation_resource_tolerations_in_name_order(kit):
     custom = {"workerReplicas": {"replicas": 1, "resources": {"limits": [{"name": "GPU", "value": "1"}]}}}
     obj = kit.build(kit.template("pytorch", custom), config=cfg)
     assert _specs(obj)["Worker"]["template"]["spec"]["tolerations"] == [SPOT_T, DEFAULT_T, GPU_T]
+
+
+def test_template_vars_must_be_strings(kit):
+    with pytest.raises(TypeError, match="template_vars must map str to str"):
+        kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), template_vars={"input": 3})

@@ -75,16 +75,17 @@ class WorldPlan:
     """What to start. ``output_from`` names the member whose return value is the task's output; ``None``
     means "the one member that returned a value" (the others raise ``IgnoreOutputs``, as elastic nodes do).
     With ``mpirun``, one ``mpirun -np <len(members)>`` process starts every member; ``common_env`` is given
-    to it (mpirun passes its environment on to the ranks). With ``ends_with_output``, the world ends as soon
-    as ``output_from`` succeeds, as a TFJob does (parameter servers never exit by themselves)."""
+    to it (mpirun passes its environment on to the ranks).
+
+    As the operator decides (a PyTorchJob succeeds with its master, a TFJob with its chief), the world is done
+    once ``output_from`` has returned its value: the other members are stopped (parameter servers never exit
+    by themselves), and a member failing after that point (e.g. losing the store rank 0 hosted) is ignored."""
 
     kind: str
     members: tuple[Member, ...]
     output_from: Optional[str]
     mpirun: bool = False
     common_env: Mapping[str, str] = field(default_factory=dict)
-    #: Stop the other members once ``output_from`` succeeds (a TFJob is done when its chief is).
-    ends_with_output: bool = False
 
     @property
     def size(self) -> int:
@@ -308,10 +309,12 @@ def launch(plan: WorldPlan, target: Any, kwargs: Mapping[str, Any]) -> Any:
             except queue.Empty:
                 continue
             codes[name] = code
+            if _output_returned(plan, workdir):
+                if code != 0:
+                    sys.stderr.write(f"[{name}] exited with code {code} after {plan.output_from} returned: ignored\n")
+                break
             if code != 0:
                 failed = name
-            elif plan.ends_with_output and name == plan.output_from:
-                break
         _stop(processes)
         if failed is not None:
             raise _failure(plan, workdir, failed, codes, tails)
@@ -319,6 +322,12 @@ def launch(plan: WorldPlan, target: Any, kwargs: Mapping[str, Any]) -> Any:
     finally:
         _stop(processes)  # no-op after a normal stop; the one that matters on KeyboardInterrupt
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _output_returned(plan: WorldPlan, workdir: Path) -> bool:
+    member = next((m for m in plan.members if m.name == plan.output_from), None)
+    outcome = read_outcome(workdir, member) if member is not None else None
+    return outcome is not None and outcome[0] == "ok"
 
 
 def _result(plan: WorldPlan, workdir: Path) -> Any:

@@ -102,9 +102,7 @@ def tf_plan(chief: int, ps: int, worker: int, evaluator: int) -> WorldPlan:
     )
     output_from = "chief-0" if chief > 0 else "worker-0"
     # Like a TFJob, the job is done when the chief (else worker 0) is: parameter servers never exit.
-    return WorldPlan(
-        "TfJob", members, output_from=output_from, common_env=_common_env(len(members)), ends_with_output=True
-    )
+    return WorldPlan("TfJob", members, output_from=output_from, common_env=_common_env(len(members)))
 
 
 def mpi_plan(ranks: int, kind: str = "MPIJob") -> WorldPlan:

@@ -72,6 +72,9 @@ def build_object(
     kind = OPERATORS.get(template.type)
     if kind is None:
         raise BuildError(f"task type {template.type!r} is not one of {sorted(OPERATORS)}")
+    for key, value in (template_vars or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"template_vars must map str to str, got {key!r}: {value!r}")
     ctx = BuildContext(
         template, metadata, config, object_name_for(template, metadata), dict(template_vars) if template_vars else None
     )

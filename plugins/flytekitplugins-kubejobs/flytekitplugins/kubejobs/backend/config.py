@@ -297,7 +297,10 @@ class BackendConfig:
             text = Path(text).read_text()
         data = yaml.safe_load(text) or {}
         if not isinstance(data, Mapping):
-            raise TypeError(f"a propeller config must be a mapping, got {type(data).__name__}")
+            raise ValueError(
+                f"{str(path_or_text)[:80]!r} is neither an existing file nor YAML text holding a mapping "
+                f"(got {type(data).__name__})"
+            )
         plugins = data.get("plugins", data)
         return cls.from_flyte_config(copy.deepcopy(plugins), crd_dir=crd_dir)
 

@@ -46,7 +46,7 @@ def struct_dict(struct: Any, what: str) -> dict[str, Any]:
     """A protobuf Struct as a dict with whole numbers as ints; NaN/infinity (not JSON) are a BuildError."""
     try:
         out: dict[str, Any] = whole_numbers(json_format.MessageToDict(struct))
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise BuildError(f"invalid TaskSpecification: {what} is not valid JSON: {e}") from e
     return out
 

@@ -6,12 +6,11 @@ import warnings
 
 import pytest
 from flytekit import Resources
-from google.protobuf.json_format import MessageToDict
-
 from flytekitplugins.kubejobs import ComputeTemplate, ReplicaRole, RunPolicy, SchedulingPolicy
 from flytekitplugins.kubejobs.compute import Requirements, resolve_requirements
 from flytekitplugins.kubejobs.extension import EXTENSION_KEY, build_extension, warn_extension_once
 from flytekitplugins.kubejobs.idl import common_replica_spec, run_policy_to_idl
+from google.protobuf.json_format import MessageToDict
 
 A100 = ComputeTemplate(
     name="a100",
@@ -72,7 +71,9 @@ def test_extension_carries_what_the_idl_cannot():
 
 
 def test_no_extension_when_the_idl_carries_everything():
-    assert build_extension({"Worker": Worker(replicas=2, requests=Resources(cpu="1"))}, RunPolicy(backoff_limit=2)) is None
+    assert (
+        build_extension({"Worker": Worker(replicas=2, requests=Resources(cpu="1"))}, RunPolicy(backoff_limit=2)) is None
+    )
 
 
 def test_run_policy_zero_backoff_is_dropped_by_proto3_but_kept_in_the_extension():

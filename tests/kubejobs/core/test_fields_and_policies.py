@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 from flytekit import Resources
-
 from flytekitplugins.kubejobs import CleanPodPolicy, ComputeTemplate, ReplicaRole, RestartPolicy, RunPolicy
 from flytekitplugins.kubejobs.policies import SchedulingPolicy
 

@@ -65,7 +65,9 @@ class ComputeTemplate:
         check_int(f"{where}.gpu", self.gpu)
         check_str(f"{where}.gpu_resource_name", self.gpu_resource_name)
         if not _RESOURCE_NAME.match(self.gpu_resource_name) or self.gpu_resource_name in _STANDARD:
-            raise ValueError(f"{where}.gpu_resource_name is not an accelerator resource name: {self.gpu_resource_name!r}")
+            raise ValueError(
+                f"{where}.gpu_resource_name is not an accelerator resource name: {self.gpu_resource_name!r}"
+            )
         if not isinstance(self.extended_resources, Mapping):
             raise TypeError(f"{where}.extended_resources must be a dict, got {self.extended_resources!r}")
         extended: dict[str, str] = {}

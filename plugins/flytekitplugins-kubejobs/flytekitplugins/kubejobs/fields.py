@@ -37,9 +37,7 @@ def check_int(field: str, value: object, *, minimum: int = 0, maximum: int = INT
     return value
 
 
-def check_optional_int(
-    field: str, value: object, *, minimum: int = 0, maximum: int = INT32_MAX
-) -> int | None:
+def check_optional_int(field: str, value: object, *, minimum: int = 0, maximum: int = INT32_MAX) -> int | None:
     return None if value is None else check_int(field, value, minimum=minimum, maximum=maximum)
 
 

@@ -80,4 +80,3 @@ def run_policy_to_idl(policy: RunPolicy) -> kubeflow_common_pb2.RunPolicy:
     if policy.backoff_limit is not None:
         msg.backoff_limit = policy.backoff_limit
     return msg
-

@@ -103,7 +103,9 @@ class RunPolicy:
     def __post_init__(self) -> None:
         if self.clean_pod_policy is not None:
             object.__setattr__(
-                self, "clean_pod_policy", coerce_enum("RunPolicy.clean_pod_policy", CleanPodPolicy, self.clean_pod_policy)
+                self,
+                "clean_pod_policy",
+                coerce_enum("RunPolicy.clean_pod_policy", CleanPodPolicy, self.clean_pod_policy),
             )
         check_optional_int("RunPolicy.ttl_seconds_after_finished", self.ttl_seconds_after_finished)
         check_optional_int("RunPolicy.active_deadline_seconds", self.active_deadline_seconds)

@@ -45,7 +45,7 @@ def _parse_quantity_fn() -> Callable[[object], decimal.Decimal]:
         spec = importlib.util.find_spec("kubernetes")
         if spec is None or not spec.submodule_search_locations:
             raise ImportError("the kubernetes package is required to check resource quantities: pip install kubernetes")
-        path = f"{list(spec.submodule_search_locations)[0]}/utils/quantity.py"
+        path = f"{next(iter(spec.submodule_search_locations))}/utils/quantity.py"
         qspec = importlib.util.spec_from_file_location("_kubejobs_k8s_quantity", path)
         assert qspec is not None and qspec.loader is not None
         module = importlib.util.module_from_spec(qspec)

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 
 import pytest
+from flytekit.exceptions.user import FlyteRecoverableException
+from flytekitplugins.kfoperators.world import RecoverableLocalWorldError
 
 from .conftest import alive
-from .world_tasks import Collector, all_reduce, elastic_all_reduce, mpi_hello, tf_members
+from .world_tasks import Collector, all_reduce, elastic_all_reduce, elastic_one_node, mpi_hello, tf_members
 
 pytestmark = [
     pytest.mark.slow,
@@ -66,3 +69,21 @@ def test_without_mpirun_the_error_says_how_to_get_it(monkeypatch: pytest.MonkeyP
 def test_elastic_two_nodes_meet_at_a_local_rendezvous() -> None:
     # rank, world size, 10 + 11, number of nodes (torch's GROUP_WORLD_SIZE)
     assert elastic_all_reduce(value=10) == [0, 2, 21, 2]
+
+
+def test_elastic_one_node_runs_its_workers_through_the_elastic_launcher(capfd: pytest.CaptureFixture[str]) -> None:
+    before = {name: signal.getsignal(getattr(signal, name)) for name in ("SIGINT", "SIGTERM")}
+    assert elastic_one_node(fail_rank=-1) == [0, 2]  # rank 0's value
+    out = capfd.readouterr().out
+    # each worker labels its lines; like torchrun, one OpenMP thread per worker when the user set none
+    assert "[rank-0] worker 0 of 2 threads 1" in out and "[rank-1] worker 1 of 2 threads 1" in out
+    # torch's agent handles signals while it runs; the caller's handlers (Ctrl-C) are back afterwards
+    assert {name: signal.getsignal(getattr(signal, name)) for name in before} == before
+
+
+def test_elastic_worker_failure_names_the_rank_and_stays_retryable() -> None:
+    with pytest.raises(RecoverableLocalWorldError) as caught:
+        elastic_one_node(fail_rank=1)
+    assert (caught.value.role, caught.value.index) == ("rank", 1)
+    assert "rank 1 failed: FlyteRecoverableException" in str(caught.value)
+    assert isinstance(caught.value, FlyteRecoverableException)

@@ -17,6 +17,7 @@ __all__ = [
     "Collector",
     "all_reduce",
     "elastic_all_reduce",
+    "elastic_one_node",
     "mpi_hello",
     "rank_one_fails",
     "report",
@@ -73,6 +74,7 @@ def all_reduce(value: int, port: int) -> list[int]:
         tensor = torch.tensor([value + dist.get_rank()])
         dist.all_reduce(tensor)
         print(f"rank {dist.get_rank()} sum {int(tensor.item())}", flush=True)
+        dist.barrier()  # both lines are in the launcher's pipes before the master can end the world
         return [dist.get_rank(), dist.get_world_size(), int(tensor.item())]
     finally:
         dist.destroy_process_group()
@@ -115,5 +117,22 @@ def elastic_all_reduce(value: int) -> list[int]:
         tensor = torch.tensor([value + dist.get_rank()])
         dist.all_reduce(tensor)
         return [dist.get_rank(), dist.get_world_size(), int(tensor.item()), int(os.environ["GROUP_WORLD_SIZE"])]
+    finally:
+        dist.destroy_process_group()
+
+
+@task(task_config=Elastic(nproc_per_node=2))
+def elastic_one_node(fail_rank: int) -> list[int]:
+    """Two workers of one node; ``fail_rank`` (if any) raises after both are up."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    try:
+        rank = dist.get_rank()
+        print(f"worker {rank} of {dist.get_world_size()} threads {os.environ.get('OMP_NUM_THREADS')}", flush=True)
+        dist.barrier()
+        if rank == fail_rank:
+            raise FlyteRecoverableException(f"rank {rank} asks for a retry")
+        return [rank, dist.get_world_size()]
     finally:
         dist.destroy_process_group()

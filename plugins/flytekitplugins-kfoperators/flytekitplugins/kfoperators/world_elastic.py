@@ -50,6 +50,21 @@ def _own_signal_handlers() -> Iterator[None]:
                 signal.signal(getattr(signal, name), handler)
 
 
+@contextmanager
+def _environ_restored() -> Iterator[None]:
+    """torch writes to ``os.environ`` (``KMP_INIT_AT_FORK`` on import, ``TORCHELASTIC_*`` in the launcher): put
+    the caller's environment back exactly as it was."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for name in [n for n in os.environ if n not in saved]:
+            del os.environ[name]
+        for name, value in saved.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+
+
 def _in_main_thread() -> bool:
     import threading
 
@@ -88,6 +103,11 @@ def run_elastic_node(
 ) -> Any:
     """Run this node's ``config.nproc_per_node`` workers of the Elastic task ``fn(**kwargs)``; ``env`` holds
     the node's ``PET_*`` variables (none: a single node)."""
+    with _environ_restored(), _own_signal_handlers():
+        return _run_node(config, fn, kwargs, env)
+
+
+def _run_node(config: Any, fn: Callable[..., Any], kwargs: Mapping[str, Any], env: Mapping[str, str]) -> Any:
     from flytekit.core.base_task import IgnoreOutputs
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -114,8 +134,7 @@ def run_elastic_node(
         write_payload(workdir, fn, kwargs, threads)
         launch = elastic_launch(launch_config, sys.executable)
         try:
-            with _own_signal_handlers():
-                results = launch("-m", CHILD_MODULE, str(workdir), "rank", "env:RANK")
+            results = launch("-m", CHILD_MODULE, str(workdir), "rank", "env:RANK")
         except ChildFailedError as e:
             raise _failure(workdir, sorted(e.failures)) from None
         except SignalException as e:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 import json
 import sys
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, median_time
+
+__all__ = ["rows"]
 
 REPO = Path(__file__).resolve().parents[1]
 CRD_DIR = REPO.parent / "shared" / "crds"
@@ -121,14 +122,9 @@ def _compare(*cases: tuple[Any, Any, bool, int], repeat: int = 7) -> list[float]
     return [b / case[3] * 1000.0 for b, case in zip(best, cases, strict=True)]
 
 
-def _per_build(template: Any, config: Any, validate: bool, n: int) -> float:
-    return _compare((template, config, validate, n))[0]
-
-
 def rows() -> list[Row]:
-    from flytekitplugins.kubejobs.backend import BackendConfig
+    from flytekitplugins.kubejobs.backend import BackendConfig, build_object
 
-    warnings.simplefilter("ignore", UserWarning)  # "no CRD schemas" notice of the controller-rules-only mode
     plain = BackendConfig()
     out: list[Row] = []
     for name, template, n in (
@@ -136,7 +132,7 @@ def rows() -> list[Row]:
         ("TFJob, 4 roles", tensorflow(2), 100),
         ("RayJob, 8 worker groups", ray(8), 50),
     ):
-        ms = _per_build(template, plain, False, n)
+        (ms,) = _compare((template, plain, False, n))
         out.append(Row(f"backend build {name}", ms, None, "ms", "< 5 ms", ms < 5))
     for name, make in (("PyTorchJob", pytorch), ("RayJob", lambda r: ray(1, r))):
         one, many = _compare((make(1), plain, False, 100), (make(10_000), plain, False, 100), repeat=21)
@@ -157,13 +153,7 @@ def rows() -> list[Row]:
         for name, template in (("PyTorchJob", pytorch(4)), ("RayJob 8 groups", ray(8))):
             built, checked = _compare((template, plain, False, 20), (template, schemas, True, 20), repeat=3)
             out.append(Row(f"backend {name}: build+CRD validation vs build", checked, built, "ms"))
-    size = len(
-        json.dumps(
-            __import__("flytekitplugins.kubejobs.backend", fromlist=["build_object"]).build_object(
-                ray(8), _metadata(), plain, validate=False
-            )
-        )
-    )
+    size = len(json.dumps(build_object(ray(8), _metadata(), plain, validate=False)))
     out.append(Row("backend RayJob 8 groups object size", size / 1024, None, "KiB"))
     return out
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import select
+import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from flytekit.exceptions.user import FlyteRecoverableException
 from flytekitplugins.kfoperators.world import LocalWorldError, RecoverableLocalWorldError
 
 from .conftest import alive
-from .world_tasks import Collector, rank_one_fails
+from .world_tasks import Collector, mpi_rank_one_fails, rank_one_fails
 
 pytestmark = [
     pytest.mark.slow,
@@ -48,12 +49,22 @@ def test_a_recoverable_exception_stays_retryable() -> None:
     assert not [r["pid"] for r in collector.wait() if alive(r["pid"])]
 
 
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI (make system-deps)")
+def test_an_mpi_rank_failure_names_the_rank() -> None:
+    # Rank 0 may finish first: its output would be valid on a cluster only if the job succeeded, so a rank
+    # that fails before mpirun ends fails the task.
+    with pytest.raises(LocalWorldError) as caught:
+        mpi_rank_one_fails()
+    assert (caught.value.role, caught.value.index) == ("rank", 1)
+    assert "MPI rank 1 exploded" in str(caught.value) and "ValueError: MPI rank 1 exploded" in caught.value.stderr_tail
+
+
 SCRIPT = """
 import os, sys, threading
 from flytekit import task
-from flytekitplugins.kfoperators import PyTorch, Worker
+from flytekitplugins.kfoperators import Elastic, MPIJob, PyTorch, Worker
 
-@task(task_config=PyTorch(worker=Worker(replicas=1)))
+@task(task_config={config})
 def wait_forever() -> int:
     print("READY", os.getpid(), flush=True)
     threading.Event().wait()
@@ -63,10 +74,19 @@ if __name__ == "__main__":
     wait_forever()
 """
 
+CONFIGS = {
+    "pytorch": "PyTorch(worker=Worker(replicas=1))",
+    "elastic": "Elastic(nproc_per_node=2)",
+    "mpi": "MPIJob(worker=Worker(replicas=2))",
+}
 
-def test_ctrl_c_ends_every_process_of_the_world(tmp_path: Path) -> None:
+
+@pytest.mark.parametrize("kind", sorted(CONFIGS))
+def test_ctrl_c_ends_every_process_of_the_world(kind: str, tmp_path: Path) -> None:
+    if kind == "mpi" and shutil.which("mpirun") is None:
+        pytest.skip("needs OpenMPI (make system-deps)")
     script = tmp_path / "interrupted.py"
-    script.write_text(textwrap.dedent(SCRIPT))
+    script.write_text(SCRIPT.format(config=CONFIGS[kind]))
     env = {**os.environ, "KUBEJOBS_LOCAL_WORLD": "full"}
     parent = subprocess.Popen(
         [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -81,4 +101,39 @@ def test_ctrl_c_ends_every_process_of_the_world(tmp_path: Path) -> None:
     parent.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
     parent.stdout.close()
     assert parent.wait(timeout=60) != 0
-    assert not [p for p in pids if alive(p)]
+    assert len(pids) == 2 and not [p for p in pids if alive(p)]
+
+
+def _wait_for_exit(pid: int, timeout: float) -> bool:
+    """Block until ``pid`` (not our child) has ended, or ``timeout`` passes: a pidfd becomes readable when
+    its process terminates, so this waits on the event itself."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        return bool(readable) or not alive(pid)
+    finally:
+        os.close(fd)
+
+
+def test_a_killed_launcher_leaves_no_orphans(tmp_path: Path) -> None:
+    # SIGKILL gives the launcher no chance to clean up: each member notices its parent is gone.
+    script = tmp_path / "killed.py"
+    script.write_text(SCRIPT.format(config=CONFIGS["pytorch"]))
+    env = {**os.environ, "KUBEJOBS_LOCAL_WORLD": "full"}
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert parent.stdout is not None
+    pids = []
+    for line in parent.stdout:
+        if "READY" in line:
+            pids.append(int(line.split()[-1]))
+            if len(pids) == 2:
+                break
+    parent.kill()
+    parent.wait()
+    parent.stdout.close()
+    assert all(_wait_for_exit(pid, timeout=30) for pid in pids)

@@ -15,7 +15,15 @@ from flytekit.exceptions.user import FlyteRecoverableException
 from flytekitplugins.kfoperators.world import RecoverableLocalWorldError
 
 from .conftest import alive
-from .world_tasks import Collector, all_reduce, elastic_all_reduce, elastic_one_node, mpi_hello, tf_members
+from .world_tasks import (
+    Collector,
+    all_reduce,
+    decks_of_a_world,
+    elastic_all_reduce,
+    elastic_one_node,
+    mpi_hello,
+    tf_members,
+)
 
 pytestmark = [
     pytest.mark.slow,
@@ -87,3 +95,8 @@ def test_elastic_worker_failure_names_the_rank_and_stays_retryable() -> None:
     assert (caught.value.role, caught.value.index) == ("rank", 1)
     assert "rank 1 failed: FlyteRecoverableException" in str(caught.value)
     assert isinstance(caught.value, FlyteRecoverableException)
+
+
+def test_the_output_process_decks_come_back_with_its_value() -> None:
+    # the master's value and deck; the worker's deck is discarded with its value
+    assert decks_of_a_world() == ["0", "rank-0"]

@@ -16,9 +16,12 @@ from flytekitplugins.kfoperators import PS, Chief, Elastic, MPIJob, PyTorch, TfJ
 __all__ = [
     "Collector",
     "all_reduce",
+    "decks_of_a_world",
     "elastic_all_reduce",
     "elastic_one_node",
+    "make_deck",
     "mpi_hello",
+    "mpi_rank_one_fails",
     "rank_one_fails",
     "report",
     "tf_members",
@@ -136,3 +139,28 @@ def elastic_one_node(fail_rank: int) -> list[int]:
         return [rank, dist.get_world_size()]
     finally:
         dist.destroy_process_group()
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2)))
+def mpi_rank_one_fails() -> str:
+    if os.environ["OMPI_COMM_WORLD_RANK"] == "1":
+        raise ValueError("MPI rank 1 exploded")
+    return "rank 0 done"
+
+
+def make_deck() -> str:
+    """A member function that makes a flytekit deck named after its rank."""
+    import flytekit
+
+    flytekit.Deck(f"rank-{os.environ['RANK']}", "<p>made in a local world</p>")
+    return os.environ["RANK"]
+
+
+@task
+def decks_of_a_world() -> list[str]:
+    """Runs a 2-process PyTorch world from inside a task, then lists the decks this task now has."""
+    import flytekit
+    from flytekitplugins.kfoperators.world import run_local_world
+
+    value = run_local_world(PyTorch(worker=Worker(replicas=1)), make_deck, {})
+    return [value, *sorted(d.name for d in flytekit.current_context().decks if d.name.startswith("rank-"))]

@@ -149,3 +149,36 @@ def test_pyflyte_run_without_remote_runs_on_a_local_ray(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "yes" in out.stdout and "missing" not in out.stdout
+
+
+EXIT_SCRIPT = """
+import atexit
+
+import ray
+from flytekit import task
+from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+
+# atexit runs handlers last-registered first: this probe runs after the plugin's handler (registered when the
+# task starts Ray) and before Ray's own (registered when ray was imported), so it sees what the plugin did.
+atexit.register(lambda: print("AT-EXIT ray initialized:", ray.is_initialized(), flush=True))
+
+
+@task(task_config=RayJobConfig([WorkerNodeConfig("w", 1)]))
+def one() -> int:
+    return int(ray.get(ray.remote(lambda: 1).remote()))
+
+
+print("RESULT:", one(), ray.is_initialized())
+"""
+
+
+def test_the_local_ray_is_shut_down_at_process_exit(tmp_path: Path) -> None:
+    script = tmp_path / "exit_script.py"
+    script.write_text(EXIT_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_JOB_CONFIG_JSON_ENV_VAR")}
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "RESULT: 1 True" in out.stdout  # still up after the task: reused by the run's next Ray task
+    assert "AT-EXIT ray initialized: False" in out.stdout

@@ -143,8 +143,8 @@ def test_watch_streams_changes_from_a_resource_version_and_expires_with_410(serv
 
 def test_watch_history_is_bounded(crd_dir: Path, schemas: Any) -> None:
     with FakeApiServer(crd_dir=crd_dir, schemas=schemas, history=3, max_watch_seconds=1) as small:
-        cfg = client.Configuration(host=small.url)
-        api = client.CustomObjectsApi(client.ApiClient(cfg))
+        api_client = client.ApiClient(client.Configuration(host=small.url))
+        api = client.CustomObjectsApi(api_client)
         for i in range(5):
             api.create_namespaced_custom_object(G, V, NS, P, _job(f"h{i}"))
         with pytest.raises(client.ApiException) as gone:
@@ -154,6 +154,7 @@ def test_watch_history_is_bounded(crd_dir: Path, schemas: Any) -> None:
                 )
             )
         assert gone.value.status == 410
+        api_client.close()
 
 
 def test_injected_faults(server: FakeApiServer, api: Any) -> None:
@@ -172,6 +173,11 @@ def test_injected_faults(server: FakeApiServer, api: Any) -> None:
     with pytest.raises(urllib3.exceptions.ProtocolError):
         api.create_namespaced_custom_object(G, V, NS, P, _job("committed"))
     assert [o["metadata"]["name"] for o in server.objects(G, P, NS)] == ["committed"]
+    # a namespace RBAC refuses: 403 Forbidden there, other namespaces served
+    server.fail_next(2, status=403, namespaces={"locked"})
+    assert api.list_namespaced_custom_object(G, V, NS, P)["items"]
+    forbidden = _error(api.list_namespaced_custom_object, G, V, "locked", P)
+    assert (forbidden.status, json.loads(forbidden.body)["reason"]) == (403, "Forbidden")
 
 
 @pytest.mark.parametrize("plural", ["pytorchjobs", "tfjobs", "mpijobs", "rayjobs"])

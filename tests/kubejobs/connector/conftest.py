@@ -29,6 +29,8 @@ from flytekitplugins.kubejobs.testing import FakeApiServer
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 
+collect_ignore = ["pod_tasks.py"]  # a task module for test_placeholders.py (and pyflyte-execute), not tests
+
 NAMESPACE = "flytesnacks-development"
 TEST_CAP_SECONDS = 20.0
 POLL_INTERVAL = 0.001  # lets the cache and server threads run between checks
@@ -113,6 +115,24 @@ async def wait_until(predicate: Callable[[], Awaitable[bool]], timeout: float = 
         await asyncio.sleep(POLL_INTERVAL)  # a poll interval, not a wait for something to happen
 
 
+async def get_until(
+    connector: Any, meta: Any, accept: Callable[[Any], bool], between: Callable[[], object] | None = None
+) -> Any:
+    """Poll ``connector.get(meta)`` until ``accept(resource)``; ``between`` runs after each other answer."""
+    last: list[Any] = []
+
+    async def accepted() -> bool:
+        last[:] = [await connector.get(meta)]
+        if accept(last[0]):
+            return True
+        if between is not None:
+            between()
+        return False
+
+    await wait_until(accepted)
+    return last[0]
+
+
 @pytest.fixture(scope="session")
 def schemas(crd_dir: Path) -> Any:
     from flytekitplugins.kubejobs.schema import SchemaSet
@@ -166,6 +186,7 @@ class Kit:
     template = staticmethod(task_template)
     metadata = staticmethod(execution_metadata)
     wait_until = staticmethod(wait_until)
+    get_until = staticmethod(get_until)
     settings = staticmethod(fast_settings)
 
 

@@ -78,3 +78,39 @@ def test_backoff_is_capped_exponential_with_jitter_and_honours_retry_after() -> 
         assert 0.5 * min(2.0, 0.1 * 2**attempt) <= backoff_delay(attempt, None, base=0.1, cap=2.0) <= 2.0
     assert backoff_delay(0, 1.5, base=0.1, cap=2.0) >= 1.5  # Retry-After is a floor...
     assert backoff_delay(0, 60.0, base=0.1, cap=2.0) == 2.0  # ...within the cap
+
+
+POD_TEMPLATES = """
+pod-templates:
+  - apiVersion: v1
+    kind: PodTemplate
+    metadata: {name: gpu-base, namespace: flyte}
+    template:
+      metadata: {labels: {team: ml}}
+      spec:
+        nodeSelector: {pool: gpu}
+        containers: [{name: default, image: unused}]
+"""
+
+
+def test_pod_templates_come_from_the_file_by_name() -> None:
+    settings = ConnectorSettings.from_yaml(CONFIG + POD_TEMPLATES)
+    (name,) = settings.backend_config.pod_templates
+    assert name == "gpu-base"
+    assert settings.backend_config.pod_templates[name]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert settings.backend_config.k8s.default_cpus == "500m"  # the plugins: section still applies
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "match"),
+    [
+        ({"pod-templates": {"a": {}}}, TypeError, r"pod-templates must be a list of PodTemplate manifests"),
+        ({"pod-templates": [{"kind": "Pod"}]}, TypeError, r"pod-templates\[0\] must be a PodTemplate manifest"),
+        ({"pod-templates": [{"template": {"spec": {}}}]}, ValueError, r"pod-templates\[0\]\.metadata\.name"),
+        ({"pod-templates": [{"metadata": {"name": "a"}}]}, ValueError, r"pod-templates\[0\]\.template must"),
+        ({"plugin": {"k8s": {}}}, ValueError, r"\['plugin'\] not known in the connector config"),
+    ],
+)
+def test_bad_top_level_sections_name_the_entry(data: dict[str, object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        ConnectorSettings.from_mapping(data)

@@ -77,15 +77,9 @@ def test_an_object_deleted_behind_our_back_is_a_retryable_failure(
 
         await kit.wait_until(running)
         server.delete_externally(G, P, kit.namespace, meta.name)
-        last: list[Any] = []
-
-        async def failed() -> bool:
-            last[:] = [await connector.get(meta)]
-            return bool(last[0].phase == TaskExecution.RETRYABLE_FAILED)
-
-        await kit.wait_until(failed)
-        assert "ResourceDeletedExternally" in last[0].message
-        assert f"[{kit.namespace}/{meta.name}]" in last[0].message
+        last = await kit.get_until(connector, meta, lambda r: r.phase == TaskExecution.RETRYABLE_FAILED)
+        assert "ResourceDeletedExternally" in last.message
+        assert f"[{kit.namespace}/{meta.name}]" in last.message
         await connector.delete(meta)  # aborting a task whose object is gone succeeds
 
     asyncio.run(scenario())
@@ -98,14 +92,8 @@ def test_an_object_being_deleted_while_running_is_reported(server: FakeApiServer
         meta = await connector.create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("doomed"))
         server.step()
         server.store.mark_deleting(server._resource(G, P), kit.namespace, meta.name)
-        last: list[Any] = []
-
-        async def failed() -> bool:
-            last[:] = [await connector.get(meta)]
-            return bool(last[0].phase == TaskExecution.RETRYABLE_FAILED)
-
-        await kit.wait_until(failed)
-        assert "UnexpectedObjectDeletion" in last[0].message and "terminated in the background" in last[0].message
+        last = await kit.get_until(connector, meta, lambda r: r.phase == TaskExecution.RETRYABLE_FAILED)
+        assert "UnexpectedObjectDeletion" in last.message and "terminated in the background" in last.message
 
     asyncio.run(scenario())
 
@@ -196,3 +184,71 @@ def test_one_malformed_object_fails_only_its_own_task(server: FakeApiServer, run
             assert runtime.cache.informer(connector.kind, kit.namespace).lookup(good.name).obj is not None
 
     asyncio.run(scenario())
+
+
+def test_a_task_naming_a_pod_template_gets_the_one_the_settings_file_gives(
+    server: FakeApiServer, tmp_path: Any, kit: Any
+) -> None:
+    from flytekit.models.task import TaskTemplate
+    from flytekitplugins.kubejobs.connector.config import ConnectorSettings
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": "gpu-base"},
+        "template": {
+            "metadata": {"labels": {"team": "ml"}},
+            "spec": {"nodeSelector": {"pool": "gpu"}, "containers": []},
+        },
+    }
+    backend = ConnectorSettings.from_mapping({"pod-templates": [manifest]}).backend
+    pb = kit.template("pytorch").to_flyte_idl()
+    pb.metadata.pod_template_name = "gpu-base"
+    named = TaskTemplate.from_flyte_idl(pb)
+    pb.metadata.pod_template_name = "not-configured"
+    unknown = TaskTemplate.from_flyte_idl(pb)
+    configure(kit.settings(server, tmp_path, cache=False, backend=backend))
+    try:
+        asyncio.run(_pytorch().create(named, "s3://b/out", None, kit.metadata("based")))
+        with pytest.raises(ValueError, match=r"PodTemplate 'not-configured' does not exist"):
+            asyncio.run(_pytorch().create(unknown, "s3://b/out", None, kit.metadata("unbased")))
+    finally:
+        shutdown()
+    (obj,) = server.objects(G, P)
+    for role in ("Master", "Worker"):
+        pod = obj["spec"]["pytorchReplicaSpecs"][role]["template"]
+        assert pod["spec"]["nodeSelector"] == {"pool": "gpu"} and pod["metadata"]["labels"]["team"] == "ml"
+
+
+def test_the_cache_is_bounded_and_serves_what_it_cannot_hold_by_direct_gets(
+    server: FakeApiServer, tmp_path: Any, kit: Any
+) -> None:
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    jobs, bound = 6, 3
+    rt = configure(kit.settings(server, tmp_path, cache=True, cache_max_objects=bound))
+    connector = _pytorch()
+
+    async def scenario() -> None:
+        metas = [
+            await connector.create(kit.template("pytorch"), "s3://b/out", None, kit.metadata(f"bound{i}"))
+            for i in range(jobs)
+        ]
+        assert rt.cache is not None
+        informer = rt.cache.informer(connector.kind, kit.namespace)
+
+        async def full() -> bool:
+            return len(informer) == bound and informer.synced.is_set()
+
+        await kit.wait_until(full)
+        gets = server.requests[("GET", "GET")]
+        phases = [(await connector.get(m)).phase for m in metas]
+        assert phases == [TaskExecution.QUEUED] * jobs
+        assert server.requests[("GET", "GET")] - gets == jobs - bound  # the jobs over the bound: one GET each
+        assert len(informer) == bound
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        shutdown()

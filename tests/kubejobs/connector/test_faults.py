@@ -24,17 +24,11 @@ TERMINAL = {
 
 
 async def _until_terminal(connector: Any, meta: Any, server: FakeApiServer, kit: Any) -> Any:
-    last: list[Any] = []
-
-    async def done() -> bool:
-        last[:] = [await connector.get(meta)]
-        if last[0].phase in (TaskExecution.SUCCEEDED, TaskExecution.RETRYABLE_FAILED, TaskExecution.FAILED):
-            return True
-        server.step(only=lambda name: name == meta.name)
-        return False
-
-    await kit.wait_until(done)
-    return last[0]
+    """Poll get() until a final phase, moving the fake operator one stage on after each other answer."""
+    final = (TaskExecution.SUCCEEDED, TaskExecution.RETRYABLE_FAILED, TaskExecution.FAILED)
+    return await kit.get_until(
+        connector, meta, lambda r: r.phase in final, lambda: server.step(only=lambda name: name == meta.name)
+    )
 
 
 @pytest.mark.parametrize(
@@ -169,3 +163,44 @@ def test_aborted_tasks_leave_no_job_behind(server: FakeApiServer, runtime: Any, 
 
     asyncio.run(scenario())
     assert server.store.count() == 0
+
+
+def test_a_429_retry_waits_at_least_what_retry_after_asks(server: FakeApiServer, tmp_path: Any, kit: Any) -> None:
+    import time
+
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    # Own backoff: 5 ms; Retry-After: 300 ms (within retry-max-delay, the cap of every wait).
+    configure(kit.settings(server, tmp_path, cache=False, retry_base_delay=0.005, retry_max_delay=1.0))
+    try:
+        server.fail_next(1, status=429, retry_after=0.3, methods={"POST"})
+        started = time.monotonic()
+        connector = ConnectorRegistry.get_connector("pytorch", 1)
+        asyncio.run(connector.create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("later")))
+        assert time.monotonic() - started >= 0.3
+        assert server.responses[429] == 1 and server.requests[("POST", "POST")] == 2
+    finally:
+        shutdown()
+
+
+def test_a_namespace_the_api_refuses_fails_its_own_tasks_only(
+    server: FakeApiServer, cached_runtime: Any, kit: Any
+) -> None:
+    server.fail_next(10**6, status=403, namespaces={"forbidden"})  # RBAC refuses every request there
+    connector = ConnectorRegistry.get_connector("pytorch", 1)
+
+    async def scenario() -> None:
+        with pytest.raises(ApiError) as info:
+            await connector.create(
+                kit.template("pytorch"), "s3://b/out", None, kit.metadata("no", namespace="forbidden")
+            )
+        assert info.value.status == 403  # not retried: a refusal is no transient fault
+        assert server.requests[("POST", "POST")] == 1
+        meta = await connector.create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("yes"))
+        final = await _until_terminal(connector, meta, server, kit)
+        assert final.phase == TaskExecution.SUCCEEDED
+        (informer,) = [i for i in cached_runtime.cache.informers() if i.namespace == "forbidden"]
+        assert not informer.synced.is_set()  # its cache keeps failing, alone
+
+    asyncio.run(scenario())
+    assert [o["metadata"]["name"] for o in server.objects("kubeflow.org", "pytorchjobs")] == ["yes-n0-0"]

@@ -29,17 +29,12 @@ def _expected_phases(task_type: str, outcome: str) -> list[Any]:
 
 async def _step_through(server: FakeApiServer, connector: Any, meta: Any, kit: Any, expected: list[Any]) -> Any:
     """Advance the operator one stage at a time; after each, poll get() until it reports that stage."""
-    last: list[Any] = []
+    last = None
     for phase in expected:
         assert server.step(only=lambda name: name == meta.name) == 1
         wanted = phase if isinstance(phase, tuple) else (phase,)
-
-        async def reported(wanted: tuple[Any, ...] = wanted) -> bool:
-            last[:] = [await connector.get(meta)]
-            return bool(last[0].phase in wanted)
-
-        await kit.wait_until(reported)
-    return last[0]
+        last = await kit.get_until(connector, meta, lambda r, wanted=wanted: r.phase in wanted)
+    return last
 
 
 @pytest.mark.parametrize(("task_type", "version"), SUPPORTED)

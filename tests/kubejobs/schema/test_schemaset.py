@@ -192,3 +192,28 @@ def test_no_crd_copies_ship_with_the_packages():
         if path.suffix in (".json", ".yaml", ".yml") and path.is_file():
             assert "openAPIV3Schema" not in path.read_text(errors="replace"), path
             assert "CustomResourceDefinition" not in path.read_text(errors="replace"), path
+
+
+@pytest.mark.parametrize("package", ["flytekitplugins-kubejobs", "flytekitplugins-raycluster"])
+def test_built_wheels_hold_no_crd_schema(package, tmp_path):
+    # What pip installs, not what the tree holds: a package-data or MANIFEST change would show here. Built
+    # from a copy so the shared source tree gets no build/ directory.
+    import shutil
+    import zipfile
+
+    source = tmp_path / package
+    ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    shutil.copytree(Path(__file__).resolve().parents[3] / "plugins" / package, source, ignore=ignore)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), "."],
+        cwd=source,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        data = [n for n in names if ".dist-info/" not in n and not n.endswith((".py", "py.typed"))]
+        assert data == [], f"{wheel.name} ships data files: {data}"
+        assert any(n.endswith("/schema/schemaset.py") or n.endswith("/raycluster/config.py") for n in names)

@@ -46,10 +46,10 @@ __all__ = [
 
 LOCAL_WORLD_ENV = "KUBEJOBS_LOCAL_WORLD"
 FULL = "full"
-LocalWorld = Union[int, str]
+LocalWorldSetting = Union[int, str]
 
 
-def check_local_world(field: str, value: object) -> Optional[LocalWorld]:
+def check_local_world(field: str, value: object) -> Optional[LocalWorldSetting]:
     """Validate a ``local_world`` setting: ``None``, ``"full"`` or an int >= 1 (digits in a str are accepted)."""
     if value is None:
         return None

@@ -7,7 +7,7 @@ the rank comes from ``OMPI_COMM_WORLD_RANK`` / ``RANK``). The child rebuilds a m
 context (as a pod's ``pyflyte-execute`` would), runs the target and writes its outcome, pickled, to
 ``<workdir>/result-<role>-<index>.pkl``:
 
-- ``("ok", value)``: the target returned ``value``;
+- ``("ok", value, decks)``: the target returned ``value`` (``decks``: the flytekit decks it made);
 - ``("ignore", None)``: the target raised flytekit's ``IgnoreOutputs`` (a non-zero elastic node);
 - ``("error", exception or None, summary, traceback text, recoverable, unix time)``.
 
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PAYLOAD_FILE", "RANK_ENV", "main", "prefix_own_output", "result_path", "run_target"]
+__all__ = ["PAYLOAD_FILE", "RANK_ENV", "adopt_decks", "main", "prefix_own_output", "result_path", "run_target"]
 
 PAYLOAD_FILE = "payload.pkl"
 #: Where an MPI rank finds its index (OpenMPI's per-rank environment).
@@ -101,17 +101,30 @@ def _outcome_of(exc: BaseException) -> tuple[Any, ...]:
 
 def run_target(target: Any, kwargs: dict[str, Any], raw_output_prefix: str) -> tuple[Any, ...]:
     """Run ``target(**kwargs)`` in a fresh flytekit task-execution context; return the outcome tuple."""
+    import flytekit
     from flytekit.bin.entrypoint import setup_execution
     from flytekit.core.base_task import IgnoreOutputs
+    from flytekit.deck.deck import TimeLineDeck
 
     try:
         with setup_execution(raw_output_data_prefix=raw_output_prefix):
             value = target(**kwargs)
-        return ("ok", value)
+            decks = [d for d in flytekit.current_context().decks if not isinstance(d, TimeLineDeck)]
+        return ("ok", value, decks)
     except IgnoreOutputs:
         return ("ignore", None)
     except Exception as exc:
         return _outcome_of(exc)
+
+
+def adopt_decks(outcome: tuple[Any, ...]) -> Any:
+    """The value of an ``"ok"`` outcome, its decks added to the current flytekit context (as flytekit's
+    elastic task does with rank 0's)."""
+    import flytekit
+
+    decks = flytekit.current_context().decks
+    decks.extend(d for d in outcome[2] if d not in decks)
+    return outcome[1]
 
 
 def _write(path: Path, outcome: tuple[Any, ...]) -> None:
@@ -119,7 +132,11 @@ def _write(path: Path, outcome: tuple[Any, ...]) -> None:
 
     try:
         data = cloudpickle.dumps(outcome)
-    except Exception as exc:  # the return value itself cannot be pickled: report that as the failure
+    except Exception as exc:
+        if outcome[0] == "ok" and outcome[2]:  # decks that do not pickle: keep the value, say so
+            sys.stderr.write(f"the task's decks cannot be sent to the parent and are dropped: {exc}\n")
+            return _write(path, (*outcome[:2], []))
+        # the return value itself cannot be pickled: report that as the failure
         data = cloudpickle.dumps(_outcome_of(TypeError(f"the task's return value cannot be pickled: {exc}")))
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(data)

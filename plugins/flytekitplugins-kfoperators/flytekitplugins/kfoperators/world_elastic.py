@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .world_child import result_path
+from .world_child import adopt_decks, result_path
 from .world_launch import CHILD_MODULE, LocalWorldError, RecoverableLocalWorldError, write_payload
 
 __all__ = ["LOCAL_MONITOR_INTERVAL", "run_elastic_node"]
@@ -145,7 +145,6 @@ def _run_node(config: Any, fn: Callable[..., Any], kwargs: Mapping[str, Any], en
             raise IgnoreOutputs()
         import cloudpickle
 
-        outcome = cloudpickle.loads(result_path(workdir, "rank", 0).read_bytes())
-        return outcome[1]
+        return adopt_decks(cloudpickle.loads(result_path(workdir, "rank", 0).read_bytes()))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -16,6 +16,7 @@ import contextlib
 import os
 import pickle
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -30,7 +31,7 @@ from typing import IO, Any, Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
 
-from .world_child import PAYLOAD_FILE, RANK_ENV, result_path
+from .world_child import PAYLOAD_FILE, RANK_ENV, adopt_decks, result_path
 
 __all__ = [
     "CHILD_MODULE",
@@ -48,6 +49,7 @@ CHILD_MODULE = "flytekitplugins.kfoperators.world_child"
 #: Seconds between SIGTERM and SIGKILL when the world is stopped.
 GRACE_SECONDS = 5.0
 _TAIL_LINES = 30
+_RANK_LABEL = re.compile(r"\[([a-z]+-\d+)\] ")
 _MPIRUN_HELP = (
     "mpirun was not found on PATH; local MPIJob/HorovodJob worlds need OpenMPI. Install it with "
     "`sudo apt-get install openmpi-bin` (Debian/Ubuntu; `make system-deps` in this repository), "
@@ -79,7 +81,8 @@ class WorldPlan:
 
     As the operator decides (a PyTorchJob succeeds with its master, a TFJob with its chief), the world is done
     once ``output_from`` has returned its value: the other members are stopped (parameter servers never exit
-    by themselves), and a member failing after that point (e.g. losing the store rank 0 hosted) is ignored."""
+    by themselves), and a member failing after that point (e.g. losing the store rank 0 hosted) is ignored.
+    Under mpirun, mpirun's exit status decides, as the launcher's does for an MPIJob."""
 
     kind: str
     members: tuple[Member, ...]
@@ -120,6 +123,7 @@ class _Process:
 
     def __init__(self, name: str, popen: subprocess.Popen[bytes], plan: WorldPlan, tails: dict[str, Any]) -> None:
         self.name, self.popen, self.plan, self.tails = name, popen, plan, tails
+        self.stopped = False
         self.readers = [
             threading.Thread(target=self._pump, args=(popen.stdout, sys.stdout, False), daemon=True),
             threading.Thread(target=self._pump, args=(popen.stderr, sys.stderr, True), daemon=True),
@@ -131,14 +135,14 @@ class _Process:
         assert source is not None
         for raw in iter(source.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            owner = self.name
-            if self.plan.mpirun and line.startswith("[") and "] " in line:
-                owner = line[1 : line.index("] ")]  # each rank already labelled its own line
-                text = line
+            owner, own_text = self.name, line
+            labelled = _RANK_LABEL.match(line) if self.plan.mpirun else None
+            if labelled:  # each MPI rank labels its own lines
+                owner, own_text, text = labelled.group(1), line[labelled.end() :], line
             else:
                 text = f"[{self.name}] {line}"
             if is_stderr:
-                self.tails.setdefault(owner, collections.deque(maxlen=_TAIL_LINES)).append(line)
+                self.tails.setdefault(owner, collections.deque(maxlen=_TAIL_LINES)).append(own_text)
             sink.write(text + "\n")
             sink.flush()
         source.close()
@@ -220,7 +224,9 @@ def _start(plan: WorldPlan, workdir: Path, tails: dict[str, Any]) -> list[_Proce
 
 
 def _stop(processes: list[_Process]) -> None:
-    """SIGTERM every process group still alive, SIGKILL what remains after the grace period."""
+    """SIGTERM every process group still alive, SIGKILL what remains after the grace period. Once only per
+    process: a group id is never signalled after its processes were reaped (the id could be reused)."""
+    processes = [proc for proc in processes if not proc.stopped]
     for proc in processes:
         if proc.popen.poll() is None:
             _signal_group(proc.popen.pid, signal.SIGTERM)
@@ -232,6 +238,7 @@ def _stop(processes: list[_Process]) -> None:
         # Also reaps grandchildren left in the group after their leader exited.
         _signal_group(proc.popen.pid, signal.SIGKILL)
         proc.popen.wait()
+        proc.stopped = True
         for reader in proc.readers:
             reader.join(timeout=GRACE_SECONDS)
 
@@ -309,7 +316,8 @@ def launch(plan: WorldPlan, target: Any, kwargs: Mapping[str, Any]) -> Any:
             except queue.Empty:
                 continue
             codes[name] = code
-            if _output_returned(plan, workdir):
+            # Under mpirun the launcher's exit status is the job's, as for an MPIJob.
+            if not plan.mpirun and _output_returned(plan, workdir):
                 if code != 0:
                     sys.stderr.write(f"[{name}] exited with code {code} after {plan.output_from} returned: ignored\n")
                 break
@@ -335,7 +343,7 @@ def _result(plan: WorldPlan, workdir: Path) -> Any:
     if plan.output_from is not None:
         for member, outcome in outcomes:
             if member.name == plan.output_from and outcome is not None and outcome[0] == "ok":
-                return outcome[1]
+                return adopt_decks(outcome)
         raise LocalWorldError(
             f"local {plan.kind} world: {plan.output_from} exited cleanly but reported no result",
             role=plan.output_from,
@@ -343,7 +351,7 @@ def _result(plan: WorldPlan, workdir: Path) -> Any:
             exit_code=0,
             stderr_tail="",
         )
-    values = [outcome[1] for _, outcome in outcomes if outcome is not None and outcome[0] == "ok"]
+    values = [outcome for _, outcome in outcomes if outcome is not None and outcome[0] == "ok"]
     if len(values) != 1:
         raise LocalWorldError(
             f"local {plan.kind} world: expected exactly one member to return the output, got {len(values)}",
@@ -352,4 +360,4 @@ def _result(plan: WorldPlan, workdir: Path) -> Any:
             exit_code=0,
             stderr_tail="",
         )
-    return values[0]
+    return adopt_decks(values[0])

@@ -80,6 +80,18 @@ def _check_compute_template(field: str, value: object) -> None:
         raise TypeError(f"{field} must be a ComputeTemplate, got {value!r} ({type(value).__name__})")
 
 
+def _init_group(group: HeadNodeConfig | WorkerNodeConfig, owner: str, ray_container: str) -> None:
+    """The checks and normalization head and worker groups share, then the group's ``k8sPod``: built now,
+    from a copy of the pod template, so what is validated is what is sent."""
+    set_ = object.__setattr__
+    set_(group, "ray_start_params", _check_start_params(f"{owner}.ray_start_params", group.ray_start_params))
+    set_(group, "requests", normalize_resources(f"{owner}.requests", group.requests))
+    set_(group, "limits", normalize_resources(f"{owner}.limits", group.limits))
+    _check_compute_template(f"{owner}.compute_template", group.compute_template)
+    pod = group_k8s_pod(owner, ray_container, group.pod_template, group.compute_template, group.requests, group.limits)
+    set_(group, "_k8s_pod", pod)
+
+
 @dataclass(frozen=True)
 class HeadNodeConfig:
     """The head group. ``pod_template``, ``compute_template`` and ``requests``/``limits`` combine (see
@@ -94,16 +106,7 @@ class HeadNodeConfig:
     _k8s_pod: Optional[dict[str, Any]] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        set_(self, "ray_start_params", _check_start_params("HeadNodeConfig.ray_start_params", self.ray_start_params))
-        set_(self, "requests", normalize_resources("HeadNodeConfig.requests", self.requests))
-        set_(self, "limits", normalize_resources("HeadNodeConfig.limits", self.limits))
-        _check_compute_template("HeadNodeConfig.compute_template", self.compute_template)
-        # Built now, from a copy of the pod template: what is validated is what is sent.
-        pod = group_k8s_pod(
-            "HeadNodeConfig", RAY_HEAD_CONTAINER, self.pod_template, self.compute_template, self.requests, self.limits
-        )
-        set_(self, "_k8s_pod", pod)
+        _init_group(self, "HeadNodeConfig", RAY_HEAD_CONTAINER)
 
     @property
     def k8s_pod(self) -> Optional[dict[str, Any]]:
@@ -133,7 +136,6 @@ class WorkerNodeConfig:
     _k8s_pod: Optional[dict[str, Any]] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
         name = check_str("WorkerNodeConfig.group_name", self.group_name)
         if len(name) > 63 or not _DNS1123_LABEL.match(name):
             raise ValueError(
@@ -148,14 +150,7 @@ class WorkerNodeConfig:
             raise ValueError(f"{where}.min_replicas must be <= replicas ({self.replicas}), got {self.min_replicas}")
         if self.max_replicas is not None and self.max_replicas < self.replicas:
             raise ValueError(f"{where}.max_replicas must be >= replicas ({self.replicas}), got {self.max_replicas}")
-        set_(self, "ray_start_params", _check_start_params(f"{where}.ray_start_params", self.ray_start_params))
-        set_(self, "requests", normalize_resources(f"{where}.requests", self.requests))
-        set_(self, "limits", normalize_resources(f"{where}.limits", self.limits))
-        _check_compute_template(f"{where}.compute_template", self.compute_template)
-        pod = group_k8s_pod(
-            where, RAY_WORKER_CONTAINER, self.pod_template, self.compute_template, self.requests, self.limits
-        )
-        set_(self, "_k8s_pod", pod)
+        _init_group(self, where, RAY_WORKER_CONTAINER)
 
     @property
     def effective_min_replicas(self) -> int:

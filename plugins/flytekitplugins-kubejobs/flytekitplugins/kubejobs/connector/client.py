@@ -160,41 +160,34 @@ class KubeClient:
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- calls -----------------------------------------------------------------------------------------
-    async def create(self, kind: JobKind, namespace: str, body: Obj) -> Obj:
-        def fn() -> Obj:
-            return _as_obj(
-                self._api.create_namespaced_custom_object(
-                    kind.group, kind.version, namespace, kind.plural, body, _request_timeout=self._timeout
-                )
-            )
+    async def _object_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``CustomObjectsApi.<method>(*args)`` with this client's timeout and retry policy."""
+        fn = getattr(self._api, method)
+        return await self._call(lambda: fn(*args, _request_timeout=self._timeout, **kwargs))
 
-        return await self._call(fn)
+    async def create(self, kind: JobKind, namespace: str, body: Obj) -> Obj:
+        created = await self._object_call(
+            "create_namespaced_custom_object", kind.group, kind.version, namespace, kind.plural, body
+        )
+        return _as_obj(created)
 
     async def get(self, kind: JobKind, namespace: str, name: str) -> Obj:
-        def fn() -> Obj:
-            return _as_obj(
-                self._api.get_namespaced_custom_object(
-                    kind.group, kind.version, namespace, kind.plural, name, _request_timeout=self._timeout
-                )
-            )
-
-        return await self._call(fn)
+        found = await self._object_call(
+            "get_namespaced_custom_object", kind.group, kind.version, namespace, kind.plural, name
+        )
+        return _as_obj(found)
 
     async def delete(self, kind: JobKind, namespace: str, name: str) -> None:
         """Delete with background propagation (the operator's pods and services go with the job)."""
-
-        def fn() -> None:
-            self._api.delete_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                name,
-                propagation_policy="Background",
-                _request_timeout=self._timeout,
-            )
-
-        await self._call(fn)
+        await self._object_call(
+            "delete_namespaced_custom_object",
+            kind.group,
+            kind.version,
+            namespace,
+            kind.plural,
+            name,
+            propagation_policy="Background",
+        )
 
     def list_sync(
         self, kind: JobKind, namespace: str, selector: str, stop: Optional[threading.Event] = None

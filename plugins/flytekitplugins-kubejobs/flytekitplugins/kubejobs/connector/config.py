@@ -12,6 +12,8 @@
     plugins:                                   # the plugins: section of the FlytePropeller config
       k8s: {default-cpus: 500m}
       logs: {kubernetes-enabled: true}
+    pod-templates: []                          # PodTemplate manifests tasks may name (see below)
+    crd-dir: null                              # CRD schemas to validate objects against before creating
 
 The file is named by ``$KUBEJOBS_CONNECTOR_CONFIG``; single settings can be overridden by
 ``KUBEJOBS_CONNECTOR_<KEY>`` variables (``KUBEJOBS_CONNECTOR_CACHE=false``,
@@ -37,6 +39,7 @@ __all__ = ["CONFIG_ENV", "ConnectorSettings"]
 
 CONFIG_ENV = "KUBEJOBS_CONNECTOR_CONFIG"
 _ENV_PREFIX = "KUBEJOBS_CONNECTOR_"
+_TOP_LEVEL = frozenset({"connector", "plugins", "pod-templates", "crd-dir"})
 _DURATIONS = {
     "request_timeout",
     "connect_timeout",
@@ -114,6 +117,11 @@ class ConnectorSettings:
         """From a parsed config file (``connector:`` and ``plugins:`` keys), then ``env`` overrides."""
         if not isinstance(data, Mapping):
             raise TypeError(f"the connector config must be a mapping, got {type(data).__name__}")
+        unknown = set(data) - _TOP_LEVEL
+        if unknown:
+            raise ValueError(
+                f"{sorted(map(str, unknown))} not known in the connector config (known: {sorted(_TOP_LEVEL)})"
+            )
         section = data.get("connector") or {}
         if not isinstance(section, Mapping):
             raise TypeError(f"connector must be a mapping, got {section!r}")
@@ -129,11 +137,12 @@ class ConnectorSettings:
                 attr = key[len(_ENV_PREFIX) :].lower()
                 if attr in known:
                     kw[attr] = _from_env(attr, raw)
-        plugins, crd_dir = data.get("plugins"), data.get("crd-dir")
-        if plugins is not None or crd_dir is not None:
+        plugins, crd_dir, templates = data.get("plugins"), data.get("crd-dir"), data.get("pod-templates")
+        if plugins is not None or crd_dir is not None or templates is not None:
             from ..backend import BackendConfig
 
-            kw["backend"] = BackendConfig.from_flyte_config(plugins or {}, crd_dir=crd_dir)
+            backend = BackendConfig.from_flyte_config(plugins or {}, crd_dir=crd_dir)
+            kw["backend"] = replace(backend, pod_templates=_pod_templates(templates or []))
         return cls(**kw)
 
     @classmethod
@@ -152,6 +161,31 @@ class ConnectorSettings:
         env = os.environ if env is None else env
         path = env.get(CONFIG_ENV)
         return cls.from_yaml(Path(path), env) if path else cls.from_mapping({}, env)
+
+
+def _pod_templates(manifests: object) -> dict[str, Any]:
+    """``pod-templates:``, a list of PodTemplate manifests (``kubectl get podtemplate NAME -o yaml``), by name.
+
+    The connector's RBAC does not let it read PodTemplates from the cluster, so the ones tasks name
+    (``pod_template_name=``, ``plugins.k8s.default-pod-template-name``) are given here.
+    """
+    if not isinstance(manifests, list):
+        raise TypeError(f"pod-templates must be a list of PodTemplate manifests, got {manifests!r}")
+    out: dict[str, Any] = {}
+    for i, manifest in enumerate(manifests):
+        where = f"pod-templates[{i}]"
+        if not isinstance(manifest, Mapping) or manifest.get("kind", "PodTemplate") != "PodTemplate":
+            raise TypeError(f"{where} must be a PodTemplate manifest, got {manifest!r}")
+        name = (manifest.get("metadata") or {}).get("name")
+        template = manifest.get("template")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{where}.metadata.name must be a non-empty string, got {name!r}")
+        if not isinstance(template, Mapping) or not isinstance(template.get("spec"), Mapping):
+            raise ValueError(f"{where}.template must be a mapping with a spec, got {template!r}")
+        if name in out:
+            raise ValueError(f"{where}.metadata.name {name!r} is given twice")
+        out[name] = dict(template)
+    return out
 
 
 def _from_env(attr: str, raw: str) -> Any:

@@ -130,15 +130,25 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         task_execution_metadata: Optional[TaskExecutionMetadata] = None,
         **kwargs: Any,
     ) -> KubeJobMetadata:
-        """Create the job (or adopt the one a previous attempt of this same call created)."""
-        from ..backend import build_object
+        """Create the job (or adopt the one a previous attempt of this same call created).
+
+        Placeholders propeller left in the task (pod-template targets) are filled first, and the inputs
+        written to ``<output_prefix>/inputs.pb`` when ``{{.input}}`` asks for them (``placeholders.py``).
+        """
+        from ..backend import build_object, object_name_for
+        from . import placeholders
         from .client import ApiError
 
         if task_execution_metadata is None:
             raise ValueError(f"{self.kind.kind} tasks need the task execution metadata to name their object")
         rt = _runtime()
         template_pb, meta_pb = task_template.to_flyte_idl(), task_execution_metadata.to_flyte_idl()
-        obj = build_object(template_pb, meta_pb, rt.backend, template_vars={"outputPrefix": output_prefix})
+        pods = (template_pb.container, template_pb.k8s_pod, template_pb.custom, meta_pb.overrides.pod_template)
+        found = placeholders.found_placeholders(b"".join(part.SerializeToString() for part in pods))
+        template_vars = placeholders.values(found, output_prefix, inputs, object_name_for(template_pb, meta_pb))
+        obj = build_object(template_pb, meta_pb, rt.backend, template_vars=template_vars)
+        if found & {"input", "inputPrefix"}:
+            await placeholders.write_inputs(output_prefix, inputs, rt.settings.retry_deadline)
         metadata = obj["metadata"]
         namespace = metadata.get("namespace") or meta_pb.namespace or "default"
         allowed = rt.settings.namespaces

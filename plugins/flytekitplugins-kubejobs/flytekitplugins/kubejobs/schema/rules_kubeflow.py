@@ -11,7 +11,7 @@ from typing import Any
 
 from ..operators import OPERATORS
 from .problems import describe_value
-from .rules_common import Report, as_dict, check_metadata, check_one_of, check_pod_template, is_int
+from .rules_common import Path, Report, as_dict, check_metadata, check_one_of, check_pod_template, is_int
 
 __all__ = ["KUBEFLOW_RULES", "REPLICA_RESTART_POLICIES", "CLEAN_POD_POLICIES", "MANAGED_BY"]
 
@@ -131,6 +131,23 @@ def check_tfjob(obj: Mapping[str, Any], report: Report) -> None:
             report.add((*path, "replicas"), f"must be >= 0, got {replicas}")
 
 
+def _mpi_replica_specs(report: Report, spec: Mapping[str, Any]) -> list[tuple[str, Path, Any]]:
+    """``(replica type, path, spec)`` of an MPIJob's replicas (v1 and v2beta1), after reporting a missing
+    Launcher and replica types other than Launcher and Worker."""
+    specs = _replica_specs(report, spec, "mpiReplicaSpecs")
+    if specs and "Launcher" not in specs:
+        report.add(("spec", "mpiReplicaSpecs", "Launcher"), "required: an MPIJob needs a Launcher")
+    out: list[tuple[str, Path, Any]] = []
+    for rtype, raw in specs.items():
+        path: Path = ("spec", "mpiReplicaSpecs", rtype)
+        if rtype not in ("Launcher", "Worker"):
+            report.add(
+                path, f'unsupported replica type {describe_value(rtype)}: MPIJob has only "Launcher" and "Worker"'
+            )
+        out.append((rtype, path, raw))
+    return out
+
+
 def check_mpijob_v1(obj: Mapping[str, Any], report: Report) -> None:
     check_metadata(report, obj, dns1035=False, max_length=OPERATORS["mpi"].max_name_length)
     spec = as_dict(obj.get("spec"))
@@ -139,15 +156,7 @@ def check_mpijob_v1(obj: Mapping[str, Any], report: Report) -> None:
     main = (
         spec.get("mainContainer") if isinstance(spec.get("mainContainer"), str) and spec.get("mainContainer") else "mpi"
     )
-    specs = _replica_specs(report, spec, "mpiReplicaSpecs")
-    if specs and "Launcher" not in specs:
-        report.add(("spec", "mpiReplicaSpecs", "Launcher"), "required: an MPIJob needs a Launcher")
-    for rtype, raw in specs.items():
-        path = ("spec", "mpiReplicaSpecs", rtype)
-        if rtype not in ("Launcher", "Worker"):
-            report.add(
-                path, f'unsupported replica type {describe_value(rtype)}: MPIJob has only "Launcher" and "Worker"'
-            )
+    for rtype, path, raw in _mpi_replica_specs(report, spec):
         rspec = _check_replica_common(report, path, raw, str(main))
         replicas = rspec.get("replicas")
         if rtype == "Launcher" and replicas is not None and replicas != 1:
@@ -172,15 +181,7 @@ def check_mpijob_v2beta1(obj: Mapping[str, Any], report: Report) -> None:
         spec.get("launcherCreationPolicy"),
         ("AtStartup", "WaitForWorkersReady"),
     )
-    specs = _replica_specs(report, spec, "mpiReplicaSpecs")
-    if specs and "Launcher" not in specs:
-        report.add(("spec", "mpiReplicaSpecs", "Launcher"), "required: an MPIJob needs a Launcher")
-    for rtype, raw in specs.items():
-        path = ("spec", "mpiReplicaSpecs", rtype)
-        if rtype not in ("Launcher", "Worker"):
-            report.add(
-                path, f'unsupported replica type {describe_value(rtype)}: MPIJob has only "Launcher" and "Worker"'
-            )
+    for rtype, path, raw in _mpi_replica_specs(report, spec):
         rspec = as_dict(raw)
         check_one_of(report, (*path, "restartPolicy"), rspec.get("restartPolicy"), ("Never", "OnFailure"))
         check_pod_template(report, (*path, "template"), rspec.get("template"))

@@ -29,10 +29,13 @@ class Fault:
     watches: bool = True
     #: Hold the request this long before answering normally (a slow API server; 0: no stall).
     stall: float = 0.0
+    #: Only requests in these namespaces (None: any request).
+    namespaces: Optional[frozenset[str]] = None
 
-    def matches(self, method: str, is_watch: bool) -> bool:
+    def matches(self, method: str, is_watch: bool, namespace: Optional[str] = None) -> bool:
         wanted = self.methods is None or method in self.methods
-        return self.remaining > 0 and wanted and (self.watches or not is_watch)
+        in_scope = self.namespaces is None or namespace in self.namespaces
+        return self.remaining > 0 and wanted and in_scope and (self.watches or not is_watch)
 
 
 def kubeconfig_for(url: str, namespace: str = "default") -> dict[str, Any]:

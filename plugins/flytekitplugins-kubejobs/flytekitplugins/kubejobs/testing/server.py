@@ -109,11 +109,19 @@ class FakeApiServer:
 
     # -- test controls ---------------------------------------------------------------------------------
     def fail_next(
-        self, n: int, status: int = 500, retry_after: Optional[float] = None, methods: Optional[set[str]] = None
+        self,
+        n: int,
+        status: int = 500,
+        retry_after: Optional[float] = None,
+        methods: Optional[set[str]] = None,
+        namespaces: Optional[set[str]] = None,
     ) -> None:
-        """The next ``n`` requests (of ``methods``) answer ``status`` (with ``Retry-After`` when given)."""
+        """The next ``n`` requests (of ``methods``, in ``namespaces``) answer ``status`` (with ``Retry-After``
+        when given). 403 plays RBAC refusing a namespace."""
+        fault = Fault(n, status, retry_after, frozenset(methods) if methods else None)
+        fault.namespaces = frozenset(namespaces) if namespaces else None
         with self._lock:
-            self._faults.append(Fault(n, status, retry_after, frozenset(methods) if methods else None))
+            self._faults.append(fault)
 
     def drop_next(self, n: int, methods: Optional[set[str]] = None, after_commit: bool = False) -> None:
         """The next ``n`` requests get their connection closed without a response."""
@@ -175,10 +183,10 @@ class FakeApiServer:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
 
-    def _take_fault(self, method: str, is_watch: bool) -> Optional[Fault]:
+    def _take_fault(self, method: str, is_watch: bool, namespace: Optional[str]) -> Optional[Fault]:
         with self._lock:
             for fault in self._faults:
-                if fault.matches(method, is_watch):
+                if fault.matches(method, is_watch, namespace):
                     fault.remaining -= 1
                     return fault
             self._faults = [f for f in self._faults if f.remaining > 0]
@@ -194,7 +202,9 @@ class FakeApiServer:
         if not url.path.startswith("/fake/"):  # control calls are not API traffic
             with self._lock:
                 self.requests[(method, kind)] += 1
-        fault = self._take_fault(method, is_watch)
+        parts = url.path.split("/")
+        namespace = parts[parts.index("namespaces") + 1] if "namespaces" in parts[:-1] else None
+        fault = self._take_fault(method, is_watch, namespace)
         if fault is not None and fault.stall:
             self._stopping.wait(fault.stall)
             fault = None
@@ -203,7 +213,7 @@ class FakeApiServer:
                 h.close_connection = True
                 return
             headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
-            reason = "TooManyRequests" if fault.status == 429 else "InternalError"
+            reason = {429: "TooManyRequests", 403: "Forbidden"}.get(fault.status, "InternalError")
             self._reply(h, fault.status, status_body(fault.status, reason, "injected fault"), headers)
             return
         try:

@@ -1,0 +1,184 @@
+"""``kubejobs``: preview and check the Kubernetes objects of distributed-training tasks.
+
+::
+
+    kubejobs render workflows/train.py train_task --crd-dir ../shared/crds > job.yaml
+    kubectl apply --dry-run=server -f job.yaml
+    kubejobs validate job.yaml --crd-dir ../shared/crds      # or --from-cluster
+
+``render`` serializes a task as ``pyflyte register`` would, builds its object with this project's backend
+for an example execution, validates it and prints it. ``validate`` checks PyTorchJob / TFJob / MPIJob /
+RayJob manifests (multi-document YAML or JSON). Failures are one line each and exit with status 1.
+flytekit, the kubernetes client and jsonschema are imported only by the command that needs them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+import click
+
+from .errors import CliError, fail, one_line
+from .manifests import cluster_schemas, documents, dump, load_schemas
+from .render import EXAMPLE_EXECUTION, EXAMPLE_TEMPLATE_VARS, example_metadata, load_task, serialize, to_version_0
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..schema import SchemaSet
+
+__all__ = ["CliError", "EXAMPLE_EXECUTION", "EXAMPLE_TEMPLATE_VARS", "main", "render", "to_version_0", "validate"]
+
+
+def _err() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)  # paths such as `[minReplicas, maxReplicas]` are not markup
+
+
+def _no_schemas_note(console: Console) -> None:
+    console.print(
+        "[yellow]warning:[/] no --crd-dir or --from-cluster: only the operators' rules were checked "
+        "(not unknown fields, types or ranges)"
+    )
+
+
+_crd_dir_option = click.option(
+    "--crd-dir",
+    type=click.Path(exists=True, file_okay=False),
+    envvar="KUBEJOBS_CRD_DIR",
+    help="Directory of CRD schemas to validate against [env KUBEJOBS_CRD_DIR].",
+)
+
+
+class _OneLineErrors(click.Group):
+    """Every failure is one line on stderr and exit status 1 (click's usage errors keep status 2)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except Exception as e:  # one clear line instead of a traceback
+            _err().print(f"[red]error:[/] {_escape(one_line(e))}")
+            ctx.exit(1)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Render and validate the Kubernetes objects of Flyte distributed-training tasks."""
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("task")
+@click.option(
+    "--version",
+    "type_version",
+    type=click.Choice(["0", "1"]),
+    default=None,
+    help="Render as this task_type_version (0: what an old client's kubeflow task builds).",
+)
+@click.option("--namespace", default="flytesnacks-development", show_default=True, help="Namespace of the object.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="FlytePropeller config (YAML) whose plugins: section configures the backend.",
+)
+@_crd_dir_option
+@click.option("--image", default=None, help="Default container image (default: flytekit's default image).")
+@click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+def render(
+    file: Path,
+    task: str,
+    type_version: Optional[str],
+    namespace: str,
+    config_path: Optional[str],
+    crd_dir: Optional[str],
+    image: Optional[str],
+    output: str,
+) -> None:
+    """Print the object TASK in FILE would create, ready for `kubectl apply --dry-run=server -f -`."""
+    from ..backend import BackendConfig, build_object
+    from ..schema import ObjectInvalid, validate_object
+
+    console = _err()
+    config = BackendConfig.from_yaml(config_path) if config_path else BackendConfig()
+    template = serialize(load_task(file, task), image)
+    if type_version is not None and int(type_version) != template.task_type_version:
+        if type_version == "1":
+            fail(f"{task} serializes as task_type_version {template.task_type_version}; only 0 can be re-encoded")
+        dropped = to_version_0(template)
+        if dropped:
+            console.print(f"[yellow]note:[/] {_escape('task_type_version 0 cannot carry: ' + ', '.join(dropped))}")
+    obj = build_object(
+        template,
+        example_metadata(template, namespace),
+        config,
+        template_vars=EXAMPLE_TEMPLATE_VARS,
+        validate=False,
+    )
+    schemas = load_schemas(crd_dir)
+    if schemas is None:
+        _no_schemas_note(console)
+    try:
+        validate_object(obj, schemas, warn_without_schemas=False)
+    except ObjectInvalid as e:
+        for problem in e.problems:
+            console.print(f"[red]invalid:[/] {_escape(f'{e.subject}: {problem}')}")
+        raise SystemExit(1) from None
+    click.echo(dump(obj, output), nl=False)
+
+
+@main.command()
+@click.argument("manifest", type=click.Path(dir_okay=False, allow_dash=True))
+@_crd_dir_option
+@click.option("--from-cluster", is_flag=True, help="Read the CRD schemas from the cluster (kubeconfig or in-cluster).")
+def validate(manifest: str, crd_dir: Optional[str], from_cluster: bool) -> None:
+    """Check the PyTorchJob / TFJob / MPIJob / RayJob objects in MANIFEST (YAML or JSON, `-` for stdin)."""
+    from ..schema import SUPPORTED_KINDS, object_problems
+
+    console = _err()
+    if crd_dir and from_cluster:
+        fail("give either --crd-dir or --from-cluster, not both")
+    kinds = {k.rsplit(" ", 1)[1] for k in SUPPORTED_KINDS}
+    jobs = []
+    for label, doc in documents(manifest):
+        if isinstance(doc, Mapping) and doc.get("kind") in kinds:
+            jobs.append((label, doc))
+        else:
+            kind = doc.get("kind") if isinstance(doc, Mapping) else type(doc).__name__
+            console.print(f"[dim]skipped:[/] {_escape(f'{label}: {kind} is not a job kind kubejobs checks')}")
+    if not jobs:
+        fail(f"{manifest} holds no {', '.join(sorted(kinds))} object")
+    schemas: Optional[SchemaSet]
+    if from_cluster:
+        groups = {str(doc.get("apiVersion", "")).partition("/")[0] for _, doc in jobs}
+        schemas = cluster_schemas(groups)
+    else:
+        schemas = load_schemas(crd_dir)
+        if schemas is None:
+            _no_schemas_note(console)
+    failed = 0
+    for label, doc in jobs:
+        problems = object_problems(doc, schemas)
+        name = (doc.get("metadata") or {}).get("name") if isinstance(doc.get("metadata"), Mapping) else None
+        subject = f"{doc.get('kind')} {json.dumps(name) if name else '(no name)'}"
+        if problems:
+            failed += 1
+            for problem in problems:
+                console.print(f"[red]invalid:[/] {_escape(f'{label}: {subject}: {problem}')}")
+        else:
+            click.echo(f"ok: {label}: {subject} ({doc.get('apiVersion')})")
+    if failed:
+        raise SystemExit(1)

@@ -1,0 +1,149 @@
+"""What ``kubejobs render`` builds: a task imported and serialized as ``pyflyte register`` would, for a
+fixed example execution, and the re-encoding of a kubeflow custom as the ``task_type_version`` 0 message
+an old client sends. flytekit and flyteidl are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from .errors import fail
+
+__all__ = [
+    "EXAMPLE_EXECUTION",
+    "EXAMPLE_TEMPLATE_VARS",
+    "KUBEFLOW_TYPES",
+    "example_metadata",
+    "load_task",
+    "serialize",
+    "to_version_0",
+]
+
+#: The example execution ``render`` builds for (fixed, so the output is reproducible).
+EXAMPLE_EXECUTION: dict[str, Any] = {
+    "project": "flytesnacks",
+    "domain": "development",
+    "name": "a8f2c61d94b7e03f5c1d",
+    "node_id": "n0",
+    "retry_attempt": 0,
+    "version": "v1",
+}
+_DATA = "s3://my-s3-bucket/metadata/propeller/flytesnacks-development-a8f2c61d94b7e03f5c1d/n0/data"
+#: Values for Flyte's argument placeholders (``{{.input}}`` ...), as propeller would fill them.
+EXAMPLE_TEMPLATE_VARS = {
+    "input": f"{_DATA}/inputs.pb",
+    "outputPrefix": f"{_DATA}/0",
+    "rawOutputDataPrefix": "s3://my-s3-bucket/data/a8/a8f2c61d94b7e03f5c1d-n0-0",
+    "checkpointOutputPrefix": "s3://my-s3-bucket/data/a8/a8f2c61d94b7e03f5c1d-n0-0/_flytecheckpoints",
+    "prevCheckpointPrefix": '""',
+}
+KUBEFLOW_TYPES = ("pytorch", "tensorflow", "mpi")
+
+
+def load_task(file: Path, task_name: str) -> Any:
+    """Import ``file`` as ``pyflyte`` does (module path from the first ancestor without ``__init__.py``)."""
+    import importlib
+
+    from flytekit.core.base_task import PythonTask
+    from flytekit.tools.module_loader import add_sys_path
+    from flytekit.tools.script_mode import _find_project_root
+
+    root = Path(_find_project_root(str(file.resolve())))
+    module_name = ".".join(file.resolve().relative_to(root).with_suffix("").parts)
+    with add_sys_path(str(root)):
+        module = importlib.import_module(module_name)
+    task = getattr(module, task_name, None)
+    if task is None:
+        fail(f"{file} has no task named {task_name!r}")
+    if not isinstance(task, PythonTask):
+        fail(f"{file}:{task_name} is a {type(task).__name__}, not a flytekit task")
+    return task
+
+
+def serialize(task: Any, image: Optional[str]) -> Any:
+    """The task's ``TaskTemplate`` protobuf, as ``pyflyte register`` sends it."""
+    from collections import OrderedDict
+
+    from flytekit.configuration import ImageConfig, SerializationSettings
+    from flytekit.tools.translator import get_serializable
+
+    settings = SerializationSettings(
+        image_config=ImageConfig.auto(img_name=image) if image else ImageConfig.auto_default_image(),
+        project=EXAMPLE_EXECUTION["project"],
+        domain=EXAMPLE_EXECUTION["domain"],
+        version=EXAMPLE_EXECUTION["version"],
+    )
+    spec = get_serializable(OrderedDict(), settings, task)
+    return spec.template.to_flyte_idl()
+
+
+def to_version_0(template: Any) -> list[str]:
+    """Re-encode a kubeflow ``task_type_version`` 1 custom in place as the version 0 message an old client
+    sends (replica counts and, for PyTorch, the elastic config); returns the custom keys version 0 cannot carry.
+    """
+    from flyteidl.plugins import mpi_pb2, pytorch_pb2, tensorflow_pb2
+    from flyteidl.plugins.kubeflow import mpi_pb2 as kf_mpi
+    from flyteidl.plugins.kubeflow import pytorch_pb2 as kf_pytorch
+    from flyteidl.plugins.kubeflow import tensorflow_pb2 as kf_tensorflow
+    from google.protobuf import json_format
+
+    custom = json_format.MessageToDict(template.custom)
+
+    def count(spec: Any) -> int:
+        return int(spec.common.replicas or spec.replicas)
+
+    old: Any
+    if template.type == "pytorch":
+        v1: Any = json_format.ParseDict(custom, kf_pytorch.DistributedPyTorchTrainingTask(), ignore_unknown_fields=True)
+        old = pytorch_pb2.DistributedPyTorchTrainingTask(workers=count(v1.worker_replicas))
+        if v1.HasField("elastic_config"):
+            for field in pytorch_pb2.ElasticConfig.DESCRIPTOR.fields:  # same names in both messages
+                setattr(old.elastic_config, field.name, getattr(v1.elastic_config, field.name))
+        kept = {"workerReplicas", "elasticConfig"}
+    elif template.type == "tensorflow":
+        v1 = json_format.ParseDict(
+            custom, kf_tensorflow.DistributedTensorflowTrainingTask(), ignore_unknown_fields=True
+        )
+        old = tensorflow_pb2.DistributedTensorflowTrainingTask(
+            workers=count(v1.worker_replicas),
+            ps_replicas=count(v1.ps_replicas),
+            chief_replicas=count(v1.chief_replicas),
+            evaluator_replicas=count(v1.evaluator_replicas),
+        )
+        kept = {"workerReplicas", "psReplicas", "chiefReplicas", "evaluatorReplicas"}
+    elif template.type == "mpi":
+        v1 = json_format.ParseDict(custom, kf_mpi.DistributedMPITrainingTask(), ignore_unknown_fields=True)
+        old = mpi_pb2.DistributedMPITrainingTask(
+            num_workers=count(v1.worker_replicas), num_launcher_replicas=count(v1.launcher_replicas), slots=v1.slots
+        )
+        kept = {"workerReplicas", "launcherReplicas", "slots"}
+    else:
+        fail(f"--version 0 applies to {', '.join(KUBEFLOW_TYPES)} tasks; this is a {template.type!r} task")
+    template.custom.Clear()
+    template.custom.update(json_format.MessageToDict(old))
+    template.task_type_version = 0
+    dropped = sorted(set(custom) - kept)
+    # Per-role images, resources and restart policies (written at the role and in `common`) are lost too.
+    for role in sorted(k for k in kept & set(custom) if k.endswith("Replicas")):
+        spec = custom[role] if isinstance(custom[role], dict) else {}
+        common: dict[str, Any] = spec["common"] if isinstance(spec.get("common"), dict) else {}
+        dropped += [f"{role}.{field}" for field in sorted((set(spec) | set(common)) - {"replicas", "common"})]
+    return dropped
+
+
+def example_metadata(template: Any, namespace: str) -> Any:
+    from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
+    from flyteidl.core import identifier_pb2
+
+    meta = TaskExecutionMetadata(namespace=namespace)
+    task_exec = meta.task_execution_id
+    task_exec.task_id.CopyFrom(template.id)
+    task_exec.task_id.resource_type = identifier_pb2.TASK
+    node = task_exec.node_execution_id
+    node.node_id = str(EXAMPLE_EXECUTION["node_id"])
+    node.execution_id.project = str(EXAMPLE_EXECUTION["project"])
+    node.execution_id.domain = str(EXAMPLE_EXECUTION["domain"])
+    node.execution_id.name = str(EXAMPLE_EXECUTION["name"])
+    task_exec.retry_attempt = int(EXAMPLE_EXECUTION["retry_attempt"])
+    return meta

@@ -1,0 +1,147 @@
+"""Flyte's argument placeholders a connector still finds in a task: ``{{.input}}``, ``{{.outputPrefix}}``...
+
+FlytePropeller's connector plugin renders the ``container`` target's args before the CreateTask call,
+but a ``k8s_pod`` target (a task with a pod template) arrives as written. The connector then fills
+what is left, from what the call carries (flytekit's connector convention, ``render_task_template``):
+
+- ``{{.input}}``: ``<output_prefix>/inputs.pb``, written by the connector from the call's inputs;
+- ``{{.inputPrefix}}`` and ``{{.outputPrefix}}``: ``<output_prefix>``;
+- ``{{.rawOutputDataPrefix}}``: ``<output_prefix>/raw_output``;
+- ``{{.checkpointOutputPrefix}}``: ``<output_prefix>/checkpoint_output``;
+- ``{{.prevCheckpointPrefix}}``: ``""`` (propeller's "no previous checkpoint", which flytekit reads as none);
+- ``{{.perRetryUniqueKey}}``: the object name (``<execution>-<node>-<attempt>``, unique per retry);
+- ``{{.Inputs.<name>}}``: the input's value (integer, float, string, boolean) or URI (blob, dataset).
+
+``{{.taskTemplatePath}}`` and inputs of other types are refused with a ``ValueError`` (they would reach
+the cluster unrendered); placeholders Flyte does not define are left as written.
+
+>>> sorted(found_placeholders(b'["--inputs", "{{ .Input }}", "--out", "{{$outputPrefix}}", "{{.Inputs.n}}"]'))
+['Inputs.n', 'input', 'outputPrefix']
+>>> values({"input", "outputPrefix"}, "s3://b/out/", None, "job-n0-0")
+{'input': 's3://b/out/inputs.pb', 'outputPrefix': 's3://b/out'}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import re
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from flytekit.models.literals import LiteralMap
+
+__all__ = ["INPUTS_FILE", "found_placeholders", "values", "write_inputs"]
+
+INPUTS_FILE = "inputs.pb"
+#: Placeholder names as Flyte spells them; matching is case-insensitive, like propeller's.
+_NAMES = (
+    "input",
+    "inputPrefix",
+    "outputPrefix",
+    "rawOutputDataPrefix",
+    "checkpointOutputPrefix",
+    "prevCheckpointPrefix",
+    "perRetryUniqueKey",
+    "taskTemplatePath",
+)
+_BY_LOWER = {n.lower(): n for n in _NAMES}
+_PLACEHOLDER = re.compile(rb"(?i){{\s*[.$]([a-z]+|inputs\.[^}\s]+)\s*}}")
+
+
+def found_placeholders(serialized: bytes) -> set[str]:
+    """Flyte placeholders (canonical names, ``Inputs.<name>`` for inputs) in a serialized message.
+
+    Protobuf keeps strings as UTF-8 on the wire, so the serialized TaskTemplate is searched as is.
+    """
+    if b"{{" not in serialized:  # the usual case: propeller rendered the container's args
+        return set()
+    out: set[str] = set()
+    for match in _PLACEHOLDER.finditer(serialized):
+        word = match.group(1).decode("utf-8", "replace")
+        if word.lower().startswith("inputs."):
+            out.add("Inputs." + word.split(".", 1)[1])
+        elif word.lower() in _BY_LOWER:
+            out.add(_BY_LOWER[word.lower()])
+    return out
+
+
+def _go_float(value: float) -> str:
+    """Go's ``strconv.FormatFloat(f, 'f', -1, 64)``: the shortest digits, never an exponent."""
+    text = format(Decimal(repr(value)), "f")
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _input_value(name: str, inputs: Optional[LiteralMap]) -> str:
+    literal = (inputs.literals if inputs is not None else {}).get(name)
+    if literal is None:
+        raise ValueError(f"the task's args use {{{{.Inputs.{name}}}}} but the task has no input named {name!r}")
+    scalar = literal.scalar
+    if scalar is not None and scalar.primitive is not None:
+        p = scalar.primitive
+        if p.integer is not None:
+            return str(p.integer)
+        if p.float_value is not None:
+            return _go_float(p.float_value)
+        if p.string_value is not None:
+            return str(p.string_value)
+        if p.boolean is not None:
+            return "true" if p.boolean else "false"
+    for kind in ("blob", "structured_dataset", "schema"):
+        value = getattr(scalar, kind, None) if scalar is not None else None
+        if value is not None:
+            return str(value.uri)
+    pb = literal.to_flyte_idl()
+    got = pb.WhichOneof("value")
+    if got == "scalar":
+        got = (
+            pb.scalar.primitive.WhichOneof("value")
+            if pb.scalar.HasField("primitive")
+            else pb.scalar.WhichOneof("value")
+        )
+    raise ValueError(
+        f"{{{{.Inputs.{name}}}}} cannot be rendered by the connector: only integer, float, string, boolean and "
+        f"blob/dataset inputs can (input {name!r} is a {got})"
+    )
+
+
+def values(found: set[str], output_prefix: str, inputs: Optional[LiteralMap], object_name: str) -> dict[str, str]:
+    """``build_object``'s ``template_vars`` for the placeholders ``found`` (from ``found_placeholders``)."""
+    prefix = output_prefix.rstrip("/")
+    derived = {
+        "input": f"{prefix}/{INPUTS_FILE}",
+        "inputPrefix": prefix,
+        "outputPrefix": prefix,
+        "rawOutputDataPrefix": f"{prefix}/raw_output",
+        "checkpointOutputPrefix": f"{prefix}/checkpoint_output",
+        "prevCheckpointPrefix": '""',
+        "perRetryUniqueKey": object_name,
+    }
+    out: dict[str, str] = {}
+    for name in sorted(found):
+        if name == "taskTemplatePath":
+            raise ValueError(
+                "{{.taskTemplatePath}} in a pod-template task cannot be rendered by the connector "
+                "(propeller renders it for container targets only); use a container target"
+            )
+        out[name] = _input_value(name[len("Inputs.") :], inputs) if name.startswith("Inputs.") else derived[name]
+    return out
+
+
+async def write_inputs(output_prefix: str, inputs: Optional[LiteralMap], timeout: float) -> str:
+    """Write the call's inputs (an empty map for none) to ``<output_prefix>/inputs.pb`` with flytekit's
+    data persistence (the context's ``FileAccessProvider``: S3, GCS, Azure, local paths); returns the path."""
+    from flytekit.core.context_manager import FlyteContextManager
+    from flytekit.models.literals import LiteralMap
+
+    payload = (inputs if inputs is not None else LiteralMap(literals={})).to_flyte_idl().SerializeToString()
+    file_access = FlyteContextManager.current_context().file_access
+    upload = file_access.async_put_raw_data(
+        io.BytesIO(payload),
+        upload_prefix=output_prefix.rstrip("/"),
+        file_name=INPUTS_FILE,
+        skip_raw_data_prefix=True,
+    )
+    path: Any = await asyncio.wait_for(upload, timeout)
+    return str(path)

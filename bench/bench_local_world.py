@@ -64,9 +64,18 @@ if __name__ == "__main__":
 
 
 def _time(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    """Wall time of one run. A run that fails is retried once (on a shared machine a rare port clash can hit
+    torchrun and us alike); a second failure stops the benchmark with the run's stderr."""
+    for attempt in (1, 2):
+        start = time.perf_counter()
+        run = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        elapsed = time.perf_counter() - start
+        if run.returncode == 0:
+            return elapsed
+        if attempt == 2:
+            raise RuntimeError(f"{' '.join(argv)} failed twice; last stderr:\n{run.stderr[-3000:]}")
+        print(f"retrying {' '.join(argv)} (exit {run.returncode}): {run.stderr[-500:]}", file=sys.stderr)
+    raise AssertionError("unreachable")
 
 
 def rows() -> list[Row]:

@@ -132,6 +132,35 @@ def test_gpu_accelerator_and_shared_memory(kit):
         assert {"name": "shm", "mountPath": "/dev/shm"} in pod["containers"][0]["volumeMounts"]
 
 
+def test_node_override_of_extended_resources_replaces_each_field_it_sets(kit):
+    # Reference §6.2 step 8: the node override applies on top of the task's, field by field.
+    task_ext = tasks_pb2.ExtendedResources(
+        gpu_accelerator=tasks_pb2.GPUAccelerator(device="nvidia-tesla-t4", partition_size="1g.5gb"),
+        shared_memory=tasks_pb2.SharedMemory(mount_path="/dev/shm", mount_name="shm"),
+    )
+    custom = {"workerReplicas": {"replicas": 1, "resources": {"limits": [{"name": "GPU", "value": "1"}]}}}
+    meta = kit.metadata()
+    meta.overrides.extended_resources.gpu_accelerator.device = "nvidia-h100"
+    meta.overrides.extended_resources.gpu_accelerator.unpartitioned = True
+    obj = kit.build(kit.template("pytorch", custom, extended=task_ext), meta)
+    worker = _specs(obj)["Worker"]["template"]["spec"]
+    terms = worker["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [
+        {
+            "matchExpressions": [
+                {"key": "k8s.amazonaws.com/accelerator", "operator": "In", "values": ["nvidia-h100"]},
+                {"key": "k8s.amazonaws.com/gpu-partition-size", "operator": "DoesNotExist"},
+            ]
+        }
+    ]
+    device_tolerations = [t for t in worker["tolerations"] if t["key"] == "k8s.amazonaws.com/accelerator"]
+    assert device_tolerations == [
+        {"key": "k8s.amazonaws.com/accelerator", "value": "nvidia-h100", "operator": "Equal", "effect": "NoSchedule"}
+    ]
+    # the override set no shared memory: the task's stays
+    assert {"name": "shm", "emptyDir": {"medium": "Memory"}} in worker["volumes"]
+
+
 def test_shared_memory_needs_a_name(kit):
     ext = tasks_pb2.ExtendedResources(shared_memory=tasks_pb2.SharedMemory(mount_path="/dev/shm"))
     with pytest.raises(BuildError, match="mount name is not set"):

@@ -71,11 +71,7 @@ def test_an_object_deleted_behind_our_back_is_a_retryable_failure(
         meta = await connector.create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("gone"))
         server.step()
         server.step()
-
-        async def running() -> bool:
-            return bool((await connector.get(meta)).phase == TaskExecution.RUNNING)
-
-        await kit.wait_until(running)
+        await kit.get_until(connector, meta, lambda r: r.phase == TaskExecution.RUNNING)
         server.delete_externally(G, P, kit.namespace, meta.name)
         last = await kit.get_until(connector, meta, lambda r: r.phase == TaskExecution.RETRYABLE_FAILED)
         assert "ResourceDeletedExternally" in last.message
@@ -146,10 +142,7 @@ def test_the_cache_relists_after_410_gone_and_sees_later_changes(
         await kit.wait_until(relisted)
         direct_gets = server.requests[("GET", "GET")]
 
-        async def succeeded() -> bool:
-            return bool((await connector.get(meta)).phase == TaskExecution.SUCCEEDED)
-
-        await kit.wait_until(succeeded)
+        await kit.get_until(connector, meta, lambda r: r.phase == TaskExecution.SUCCEEDED)
         assert server.requests[("GET", "GET")] == direct_gets  # served by the re-listed cache
 
     asyncio.run(scenario())
@@ -252,3 +245,20 @@ def test_the_cache_is_bounded_and_serves_what_it_cannot_hold_by_direct_gets(
         asyncio.run(scenario())
     finally:
         shutdown()
+
+
+def test_a_namespace_outside_the_allow_list_is_refused_before_any_request(
+    server: FakeApiServer, tmp_path: Any, kit: Any
+) -> None:
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    configure(kit.settings(server, tmp_path, cache=True, namespaces=(kit.namespace,)))
+    try:
+        outside = kit.metadata("outside", namespace="team-b")
+        with pytest.raises(ValueError, match=r"namespace 'team-b' is not one of the connector's namespaces"):
+            asyncio.run(_pytorch().create(kit.template("pytorch"), "s3://b/out", None, outside))
+        assert server.request_total() == 0
+        asyncio.run(_pytorch().create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("inside")))
+    finally:
+        shutdown()
+    assert [o["metadata"]["namespace"] for o in server.objects(G, P)] == [kit.namespace]

@@ -18,6 +18,14 @@ def _docs(name: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all((DEPLOY / name).read_text()) if d]
 
 
+def test_the_manifests_hold_no_other_grant() -> None:
+    kinds = {name: sorted(d["kind"] for d in _docs(name)) for name in ("rbac.yaml", "connector.yaml")}
+    assert kinds == {
+        "rbac.yaml": ["ClusterRole", "ClusterRoleBinding", "ServiceAccount"],
+        "connector.yaml": ["ConfigMap", "Deployment", "Service"],
+    }
+
+
 def test_rbac_grants_only_create_get_list_watch_delete_on_the_four_crds() -> None:
     (role,) = [d for d in _docs("rbac.yaml") if d["kind"] == "ClusterRole"]
     granted = {
@@ -66,3 +74,15 @@ def test_propeller_routes_the_four_task_types_to_the_connector_service() -> None
     assert service["connectorForTaskTypes"] == dict.fromkeys(task_types, "kubejobs")
     endpoint = service["connectors"]["kubejobs"]["endpoint"]
     assert endpoint.endswith("kubejobs-connector.flyte.svc.cluster.local:8000")
+
+
+def test_propeller_waits_for_create_longer_than_the_connector_may_take() -> None:
+    from flytekitplugins.kubejobs.backend.config import parse_go_duration
+
+    (config,) = _docs("propeller-config.yaml")
+    timeouts = config["plugins"]["connector-service"]["connectors"]["kubejobs"]["timeouts"]
+    docs = {d["kind"]: d for d in _docs("connector.yaml")}
+    settings = ConnectorSettings.from_yaml(docs["ConfigMap"]["data"]["connector.yaml"])
+    # create: API retries within retry-deadline, plus the inputs write of pod-template tasks
+    assert parse_go_duration("CreateTask", timeouts["CreateTask"]) > settings.retry_deadline + settings.request_timeout
+    assert parse_go_duration("DeleteTask", timeouts["DeleteTask"]) >= settings.retry_deadline

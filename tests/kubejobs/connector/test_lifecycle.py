@@ -65,6 +65,7 @@ def test_lifecycle_to_the_true_final_phase(
         final = await _step_through(server, connector, meta, kit, _expected_phases(task_type, outcome))
         if outcome == "succeed":
             assert final.phase == TaskExecution.SUCCEEDED
+            assert final.outputs is None  # file-based outputs: propeller reads <output_prefix>/outputs.pb
         else:
             assert final.phase in FAILURES
             reason, message = RAY_FAILURE if task_type == "ray" else KUBEFLOW_FAILURE

@@ -53,7 +53,8 @@ def pod_task_template() -> Iterator[task_models.TaskTemplate]:
 
 def _inputs(**values: Any) -> LiteralMap:
     ctx = FlyteContextManager.current_context()
-    return TypeEngine.dict_to_literal_map(ctx, values, {k: type(v) for k, v in values.items()})
+    types = {k: list[int] if isinstance(v, list) else type(v) for k, v in values.items()}
+    return TypeEngine.dict_to_literal_map(ctx, values, types)
 
 
 def _primary_args(server: FakeApiServer, role: str = "Master") -> list[str]:
@@ -139,25 +140,24 @@ def _pod_target(args: list[str]) -> task_models.TaskTemplate:
 def test_input_values_and_the_per_retry_key_are_rendered_as_propeller_would(
     server: FakeApiServer, cached_runtime: Any, kit: Any, tmp_path: Path
 ) -> None:
-    args = ["train", "{{.Inputs.x}}", "{{ .Inputs.factor }}", "{{.Inputs.flag}}", "{{.Inputs.name}}"]
-    template = _pod_target([*args, "{{.perRetryUniqueKey}}", "{{.unknownVar}}"])
-    inputs = _inputs(x=3, factor=0.000025, flag=False, name="run-a")
-    meta = asyncio.run(
-        ConnectorRegistry.get_connector("pytorch", 1).create(
-            template, str(tmp_path), inputs, kit.metadata("vals", attempt=2)
-        )
-    )
-    # Go's strconv formats: integers as is, floats without exponent, booleans lower-case.
-    expected = ["train", "3", "0.000025", "false", "run-a", meta.name, "{{.unknownVar}}"]
-    assert _primary_args(server, "Worker") == expected
+    names = ["x", "factor", "big", "flag", "name", "when", "sizes"]
+    template = _pod_target(["train", *(f"{{{{.Inputs.{n}}}}}" for n in names), "{{.perRetryUniqueKey}}", "{{.other}}"])
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5, 250000, tzinfo=datetime.timezone.utc)
+    inputs = _inputs(x=3, factor=0.000025, big=1234567.0, flag=False, name="run-a", when=when, sizes=[1, 2])
+    connector = ConnectorRegistry.get_connector("pytorch", 1)
+    meta = asyncio.run(connector.create(template, str(tmp_path / "out"), inputs, kit.metadata("vals", attempt=2)))
+    # Propeller's serializeLiteral: Go's fmt "%v" for numbers and booleans, RFC 3339 for datetimes,
+    # "[a,b]" for lists; a placeholder Flyte does not define stays as written.
+    printed = ["3", "2.5e-05", "1.234567e+06", "false", "run-a", "2026-01-02T03:04:05.25Z", "[1,2]"]
+    assert _primary_args(server, "Worker") == ["train", *printed, meta.name, "{{.other}}"]
     assert meta.name == "vals-n0-2"
-    assert not (tmp_path / "inputs.pb").exists()  # no {{.input}}: nothing to write
+    assert not (tmp_path / "out").exists()  # no {{.input}}: nothing to write
 
 
 @pytest.mark.parametrize(
     ("arg", "inputs", "match"),
     [
-        ("{{.Inputs.when}}", {"when": datetime.datetime(2026, 1, 1)}, r"input 'when' is a datetime"),
+        ("{{.Inputs.wait}}", {"wait": datetime.timedelta(seconds=5)}, r"input 'wait' is a duration"),
         ("{{.Inputs.missing}}", {"x": 1}, r"the task has no input named 'missing'"),
         ("{{.taskTemplatePath}}", {}, r"taskTemplatePath.* cannot be rendered by the connector"),
     ],
@@ -171,3 +171,24 @@ def test_placeholders_the_connector_cannot_fill_are_refused_before_anything_is_c
         asyncio.run(connector.create(template, str(tmp_path / "out"), _inputs(**inputs), kit.metadata("refused")))
     assert server.objects(G, P) == [] and server.store.created == 0
     assert not (tmp_path / "out").exists()  # and no inputs written
+
+
+def test_a_ray_pod_template_task_gets_a_rendered_entrypoint(
+    server: FakeApiServer, cached_runtime: Any, kit: Any, tmp_path: Path
+) -> None:
+    pb = kit.template("ray").to_flyte_idl()
+    pod_spec = Struct()
+    args = ["pyflyte-execute", "--inputs", "{{.input}}", "--output-prefix", "{{ .outputPrefix }}"]
+    pod_spec.update({"containers": [{"name": "primary", "image": "img:1", "args": args}]})
+    pb.ClearField("container")
+    pb.k8s_pod.pod_spec.CopyFrom(pod_spec)
+    pb.config["primary_container_name"] = "primary"
+    prefix = str(tmp_path / "out")
+    connector = ConnectorRegistry.get_connector("ray", 0)
+    template = task_models.TaskTemplate.from_flyte_idl(pb)
+    asyncio.run(connector.create(template, prefix, _inputs(x=1), kit.metadata("raypod")))
+    (obj,) = server.objects("ray.io", "rayjobs")
+    assert obj["spec"]["entrypoint"] == f"pyflyte-execute --inputs {prefix}/inputs.pb --output-prefix {prefix}"
+    written = literals_pb2.LiteralMap()
+    written.ParseFromString((tmp_path / "out" / "inputs.pb").read_bytes())
+    assert written == _inputs(x=1).to_flyte_idl()

@@ -18,10 +18,16 @@ from flyteidl.admin.agent_pb2 import (
     CreateTaskRequest,
     DeleteTaskRequest,
     GetTaskRequest,
+    ListAgentsRequest,
     TaskCategory,
 )
 from flyteidl.core.execution_pb2 import TaskExecution
-from flyteidl.service.agent_pb2_grpc import AsyncAgentServiceStub, add_AsyncAgentServiceServicer_to_server
+from flyteidl.service.agent_pb2_grpc import (
+    AgentMetadataServiceStub,
+    AsyncAgentServiceStub,
+    add_AgentMetadataServiceServicer_to_server,
+    add_AsyncAgentServiceServicer_to_server,
+)
 from flytekitplugins.kubejobs.connector import SUPPORTED
 from flytekitplugins.kubejobs.testing import FakeApiServer
 
@@ -43,7 +49,7 @@ def test_import_flytekit_registers_the_connectors_without_heavy_imports() -> Non
 
 
 def test_flytekit_grpc_service_creates_polls_and_deletes(server: FakeApiServer, runtime: Any, kit: Any) -> None:
-    from flytekit.extend.backend.connector_service import AsyncConnectorService
+    from flytekit.extend.backend.connector_service import AsyncConnectorService, ConnectorMetadataService
 
     template = kit.template("ray").to_flyte_idl()
     metadata = kit.metadata("grpc").to_flyte_idl()
@@ -51,10 +57,16 @@ def test_flytekit_grpc_service_creates_polls_and_deletes(server: FakeApiServer, 
     async def scenario() -> None:
         grpc_server = grpc.aio.server()
         add_AsyncAgentServiceServicer_to_server(AsyncConnectorService(), grpc_server)
+        add_AgentMetadataServiceServicer_to_server(ConnectorMetadataService(), grpc_server)
         port = grpc_server.add_insecure_port("127.0.0.1:0")
         await grpc_server.start()
         try:
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                # What propeller's connector plugin asks at start-up to learn the versioned task types.
+                listed = await AgentMetadataServiceStub(channel).ListAgents(ListAgentsRequest())
+                (ours,) = [a for a in listed.agents if a.name == "Kubejobs Connector"]
+                assert {(c.name, c.version) for c in ours.supported_task_categories} == set(SUPPORTED)
+                assert not ours.is_sync
                 stub = AsyncAgentServiceStub(channel)
                 created = await stub.CreateTask(
                     CreateTaskRequest(template=template, output_prefix="s3://b/out", task_execution_metadata=metadata)

@@ -67,9 +67,15 @@ _Spec = Union[
 
 
 def _fill(message: _Spec, role: ReplicaRole, replicas: Optional[int] = None) -> None:
-    fill_replica_spec(message, role, replicas)
-    message.common.SetInParent()  # present even when empty: a `common` backend then reads only `common`
-    fill_replica_spec(message.common, role, replicas)
+    common = message.common
+    common.SetInParent()  # present even when empty: a `common` backend then reads only `common`
+    fill_replica_spec(common, role, replicas)
+    # The deprecated fields get the same four values, copied rather than computed a second time.
+    message.replicas = common.replicas
+    message.image = common.image
+    if common.HasField("resources"):
+        message.resources.CopyFrom(common.resources)
+    message.restart_policy = common.restart_policy
 
 
 def _finish(message: Any, roles: dict[str, ReplicaRole], run_policy: Optional[RunPolicy]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ operator's environment contract for a world of one (see :mod:`.local`); Elastic 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, ClassVar, Optional, TypeVar, Union
 
@@ -69,8 +70,17 @@ class _KubeflowTask(PythonFunctionTask[C]):  # type: ignore[misc]
         raise NotImplementedError
 
     def get_custom(self, settings: SerializationSettings) -> Optional[dict[str, Any]]:
-        custom = self._custom()
-        if custom is not None and EXTENSION_KEY in custom:
+        # flytekit asks more than once per registration (and callers may ask again); the config is
+        # frozen, so the custom is built once per config and handed out as a fresh copy each time.
+        cached = self.__dict__.get("_custom_cache")
+        if cached is None or cached[0] is not self.task_config:
+            built = self._custom()
+            cached = (self.task_config, None if built is None else json.dumps(built))
+            self._custom_cache = cached
+        if cached[1] is None:
+            return None
+        custom: dict[str, Any] = json.loads(cached[1])
+        if EXTENSION_KEY in custom:
             warn_extension_once(self.task_kind, custom[EXTENSION_KEY])
         return custom
 

@@ -162,8 +162,12 @@ def main(argv: list[str]) -> int:
             sys.path.insert(0, entry)
     import cloudpickle
 
-    target, kwargs = cloudpickle.loads(payload["target"])
-    outcome = run_target(target, kwargs, payload["raw_output_prefix"])
+    try:
+        target, kwargs = cloudpickle.loads(payload["target"])
+    except Exception as exc:  # e.g. the function's module does not import here: report it like any failure
+        outcome = _outcome_of(exc)
+    else:
+        outcome = run_target(target, kwargs, payload["raw_output_prefix"])
     if outcome[0] == "error":
         sys.stderr.write(outcome[3])
     _write(result_path(workdir, role, index), outcome)

@@ -79,9 +79,12 @@ class ReplicaRole:
             set_(self, "volumes", tuple(to_k8s_list(f"{name}.volumes", self.volumes)))
         if self.volume_mounts is not None:
             set_(self, "volume_mounts", tuple(to_k8s_list(f"{name}.volume_mounts", self.volume_mounts)))
-        # Fail now on a request above its limit rather than at pod admission.
-        self.requirements()
+        # Resolved once: fails now on a request above its limit rather than at pod admission, and
+        # serialization (which reads it several times per role) does not redo it. Not a field, so it
+        # stays out of eq/repr/replace; the role is frozen, so it cannot go stale.
+        set_(self, "_requirements", resolve_requirements(name, self.compute_template, self.requests, self.limits))
 
     def requirements(self) -> Requirements:
-        """The role's container resources after the compute-template precedence rule."""
-        return resolve_requirements(type(self).__name__, self.compute_template, self.requests, self.limits)
+        """The role's container resources after the compute-template precedence rule (fresh dicts)."""
+        resolved: Requirements = self.__dict__["_requirements"]
+        return Requirements(dict(resolved.requests), dict(resolved.limits))

@@ -24,12 +24,12 @@ RAY_TASK_TYPE = "ray"
 class RayFunctionTask(PythonFunctionTask[RayJobConfig]):  # type: ignore[misc]
     """A Python function run as the driver of a Ray job."""
 
-    _RAY_TASK_TYPE = RAY_TASK_TYPE
+    _RAY_TASK_TYPE = RAY_TASK_TYPE  # as in flytekitplugins-ray: a subclass may override the task type
 
     def __init__(self, task_config: RayJobConfig, task_function: Callable[..., Any], **kwargs: Any) -> None:
         if not isinstance(task_config, RayJobConfig):
             raise TypeError(f"task_config must be a RayJobConfig, got {task_config!r}")
-        super().__init__(task_config=task_config, task_type=RAY_TASK_TYPE, task_function=task_function, **kwargs)
+        super().__init__(task_config=task_config, task_type=self._RAY_TASK_TYPE, task_function=task_function, **kwargs)
 
     # .local and .serialize are imported when used: `import flytekitplugins.raycluster` stays small.
     def pre_execute(self, user_params: Optional[ExecutionParameters]) -> Optional[ExecutionParameters]:

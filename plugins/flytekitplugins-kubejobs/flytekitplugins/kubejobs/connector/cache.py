@@ -4,8 +4,8 @@ An informer lists the objects carrying the connector's ``managed-by`` label, the
 list's resourceVersion; a 410 Gone (history compacted) triggers a re-list, connection errors a
 backoff and a new watch from the last resourceVersion seen. Memory is bounded: only our objects are
 kept, slimmed (pod templates dropped, they are never read for status), at most ``max_objects`` per
-informer, plus a bounded set of recently deleted names so an external deletion is reported without
-a request.
+informer. A name the cache does not hold (not yet seen, over the bound, or deleted) is read with a
+direct GET, so a deletion is confirmed by the API server before get() reports it.
 
 Each informer runs in its own daemon thread, so the cache works from any event loop (the gRPC
 server's, or a test's) and reads are plain dictionary lookups.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -32,7 +31,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 _DROPPED_SPEC_KEYS = frozenset({"template", "submitterPodTemplate", "runtimeEnvYAML"})
 _KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "labels")
-_TOMBSTONES = 4096
 
 
 def _strip(value: Any, depth: int) -> Any:
@@ -65,10 +63,9 @@ def slim(obj: Obj) -> Obj:
 
 @dataclass(frozen=True)
 class Lookup:
-    """What the cache knows of one name: ``obj`` when cached, ``deleted`` when it saw it go away."""
+    """What a synced cache knows of one name: ``obj`` when cached, None when it does not hold it."""
 
     obj: Optional[Obj] = None
-    deleted: bool = False
 
 
 class Informer:
@@ -80,7 +77,6 @@ class Informer:
         self.synced = threading.Event()
         self.relists = 0
         self._objects: dict[str, Obj] = {}
-        self._deleted: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._response: Any = None
@@ -107,7 +103,7 @@ class Informer:
             return None
         with self._lock:
             obj = self._objects.get(name)
-            return Lookup(obj=obj, deleted=obj is None and name in self._deleted)
+            return Lookup(obj=obj)
 
     # -- the thread ------------------------------------------------------------------------------------
     def _put(self, obj: Obj) -> None:
@@ -118,13 +114,9 @@ class Informer:
             return
         if name in self._objects or len(self._objects) < self.max_objects:
             self._objects[name] = slim(obj)
-            self._deleted.pop(name, None)
 
     def _forget(self, name: str) -> None:
         self._objects.pop(name, None)
-        self._deleted[name] = None
-        while len(self._deleted) > _TOMBSTONES:
-            self._deleted.popitem(last=False)
 
     def _relist(self) -> str:
         items, rv = self.client.list_sync(self.kind, self.namespace, self.selector, self._stop)

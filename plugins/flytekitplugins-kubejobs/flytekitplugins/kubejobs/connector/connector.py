@@ -147,13 +147,13 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         found = placeholders.found_placeholders(b"".join(part.SerializeToString() for part in pods))
         template_vars = placeholders.values(found, output_prefix, inputs, object_name_for(template_pb, meta_pb))
         obj = build_object(template_pb, meta_pb, rt.backend, template_vars=template_vars)
-        if found & {"input", "inputPrefix"}:
-            await placeholders.write_inputs(output_prefix, inputs, rt.settings.retry_deadline)
         metadata = obj["metadata"]
         namespace = metadata.get("namespace") or meta_pb.namespace or "default"
         allowed = rt.settings.namespaces
         if allowed and namespace not in allowed:
             raise ValueError(f"namespace {namespace!r} is not one of the connector's namespaces {list(allowed)}")
+        if found & {"input", "inputPrefix"}:  # before the job exists: its pods read them at start
+            await placeholders.write_inputs(output_prefix, inputs, rt.settings.request_timeout)
         ours = execution_label(meta_pb)
         from .runtime import MANAGED_BY, MANAGED_BY_LABEL
 

@@ -10,7 +10,8 @@ what is left, from what the call carries (flytekit's connector convention, ``ren
 - ``{{.checkpointOutputPrefix}}``: ``<output_prefix>/checkpoint_output``;
 - ``{{.prevCheckpointPrefix}}``: ``""`` (propeller's "no previous checkpoint", which flytekit reads as none);
 - ``{{.perRetryUniqueKey}}``: the object name (``<execution>-<node>-<attempt>``, unique per retry);
-- ``{{.Inputs.<name>}}``: the input's value (integer, float, string, boolean) or URI (blob, dataset).
+- ``{{.Inputs.<name>}}``: the input as propeller prints it (integer, float, string, boolean, datetime,
+  blob URI, or a list of them as ``[a,b]``).
 
 ``{{.taskTemplatePath}}`` and inputs of other types are refused with a ``ValueError`` (they would reach
 the cluster unrendered); placeholders Flyte does not define are left as written.
@@ -25,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import math
 import re
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -68,42 +71,54 @@ def found_placeholders(serialized: bytes) -> set[str]:
 
 
 def _go_float(value: float) -> str:
-    """Go's ``strconv.FormatFloat(f, 'f', -1, 64)``: the shortest digits, never an exponent."""
-    text = format(Decimal(repr(value)), "f")
-    return text[:-2] if text.endswith(".0") else text
+    """Go's ``fmt.Sprintf("%v", f)``: the shortest digits, in exponent form below 1e-4 or from 1e6 on."""
+    if math.isnan(value) or math.isinf(value):
+        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    shortest = Decimal(repr(value)).normalize()  # repr: the shortest round-tripping digits, as Go's
+    sign, digits, exponent = shortest.as_tuple()
+    assert isinstance(exponent, int)
+    exp10 = len(digits) + exponent - 1
+    if -4 <= exp10 < 6:
+        return format(shortest, "f")
+    mantissa = str(digits[0]) + ("." + "".join(map(str, digits[1:])) if len(digits) > 1 else "")
+    return f"{'-' if sign else ''}{mantissa}e{'+' if exp10 >= 0 else '-'}{abs(exp10):02d}"
+
+
+def _literal_text(name: str, literal: Any) -> str:
+    """A flyteidl Literal as propeller's template rendering prints it (``serializeLiteral``)."""
+    kind = literal.WhichOneof("value")
+    if kind == "collection":
+        return "[" + ",".join(_literal_text(name, item) for item in literal.collection.literals) + "]"
+    if kind == "scalar":
+        kind = literal.scalar.WhichOneof("value")
+        if kind == "blob":
+            return str(literal.scalar.blob.uri)
+        if kind == "primitive":
+            p = literal.scalar.primitive
+            kind = p.WhichOneof("value")
+            if kind in ("integer", "string_value"):
+                return str(getattr(p, kind))
+            if kind == "boolean":
+                return "true" if p.boolean else "false"
+            if kind == "float_value":
+                return _go_float(p.float_value)
+            if kind == "datetime":  # Go's RFC 3339 with nanoseconds, trailing zeros dropped
+                moment = datetime.fromtimestamp(p.datetime.seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+                fraction = f"{p.datetime.nanos:09d}".rstrip("0")
+                return f"{moment}{'.' + fraction if fraction else ''}Z"
+    raise ValueError(
+        f"{{{{.Inputs.{name}}}}} cannot be rendered by the connector: propeller prints integers, floats, "
+        f"strings, booleans, datetimes, blobs and lists of them (input {name!r} is a {kind})"
+    )
 
 
 def _input_value(name: str, inputs: Optional[LiteralMap]) -> str:
     literal = (inputs.literals if inputs is not None else {}).get(name)
     if literal is None:
         raise ValueError(f"the task's args use {{{{.Inputs.{name}}}}} but the task has no input named {name!r}")
-    scalar = literal.scalar
-    if scalar is not None and scalar.primitive is not None:
-        p = scalar.primitive
-        if p.integer is not None:
-            return str(p.integer)
-        if p.float_value is not None:
-            return _go_float(p.float_value)
-        if p.string_value is not None:
-            return str(p.string_value)
-        if p.boolean is not None:
-            return "true" if p.boolean else "false"
-    for kind in ("blob", "structured_dataset", "schema"):
-        value = getattr(scalar, kind, None) if scalar is not None else None
-        if value is not None:
-            return str(value.uri)
-    pb = literal.to_flyte_idl()
-    got = pb.WhichOneof("value")
-    if got == "scalar":
-        got = (
-            pb.scalar.primitive.WhichOneof("value")
-            if pb.scalar.HasField("primitive")
-            else pb.scalar.WhichOneof("value")
-        )
-    raise ValueError(
-        f"{{{{.Inputs.{name}}}}} cannot be rendered by the connector: only integer, float, string, boolean and "
-        f"blob/dataset inputs can (input {name!r} is a {got})"
-    )
+    return _literal_text(name, literal.to_flyte_idl())
 
 
 def values(found: set[str], output_prefix: str, inputs: Optional[LiteralMap], object_name: str) -> dict[str, str]:

@@ -48,13 +48,13 @@ class Runtime:
             self.cache.informer(kind, namespace)
 
     async def read(self, kind: JobKind, namespace: str, name: str) -> Optional[Obj]:
-        """The object from the cache, else from a direct GET; None when it does not exist."""
+        """The object from the cache, else from a direct GET (also for names the cache saw deleted: the API
+        server confirms it, so a job re-created under that name is never reported gone); None when it
+        does not exist."""
         if self.cache is not None:
             found = self.cache.lookup(kind, namespace, name)
             if found is not None and found.obj is not None:
                 return found.obj
-            if found is not None and found.deleted:
-                return None
         try:
             return await self.client.get(kind, namespace, name)
         except ApiError as err:

@@ -158,10 +158,6 @@ class FakeApiServer:
     def objects(self, group: str, plural: str, namespace: Optional[str] = None) -> list[dict[str, Any]]:
         return self.store.list(self._resource(group, plural), namespace)[0]
 
-    def wait_for(self, predicate: Callable[[], bool], timeout: float = 10.0) -> bool:
-        """Wait (bounded) until ``predicate()`` holds; re-checked on every store change."""
-        return self.store.wait_for(predicate, timeout)
-
     def request_total(self) -> int:
         return sum(self.requests.values())
 

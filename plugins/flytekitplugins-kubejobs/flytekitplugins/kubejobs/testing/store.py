@@ -16,10 +16,9 @@ from __future__ import annotations
 import builtins
 import copy
 import threading
-import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Optional
@@ -239,18 +238,3 @@ class ObjectStore:
         """True when every job has reached its last stage."""
         with self._lock:
             return all(job.stage + 1 >= len(job.stages) for job in self._jobs.values())
-
-    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
-        """Block until ``predicate()`` holds (re-checked on every store change), at most ``timeout`` s."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while not predicate():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self.changed.wait(min(left, 0.05))
-            return True
-
-    def names(self, res: Optional[Resource] = None) -> Iterable[str]:
-        with self._lock:
-            return sorted(n for (r, _, n) in self._objects if res is None or r == res)

@@ -3,7 +3,8 @@
 Used to compare our customs with the official plugins' by meaning, not bytes. ``common=True`` reads like
 a backend from after flyte#5355 (``common`` when present, else the deprecated fields); ``common=False``
 like an older backend (deprecated fields only). Quantities are compared by value with the kubernetes
-client's own parser; zero quantities are dropped, as the backend drops them.
+client's own parser; zero quantities are dropped, as the backend drops them, but whether a role carries any
+resource entry at all is kept (it decides whether the backend overrides the role's resources).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def role_view(spec: Optional[dict[str, Any]], *, master: bool = False, common: b
     return {
         "replicas": 1 if master else int(src.get("replicas", 0)),
         "image": src.get("image", ""),
+        # §1.2 step 2: with any request/limit entry (even a zero one) the replica's resources replace the
+        # node-level override and get the platform defaults for cpu/memory; without, the task's own apply.
+        "overridesResources": bool(resources.get("requests") or resources.get("limits")),
         "requests": _quantities(resources.get("requests")),
         "limits": _quantities(resources.get("limits")),
         "restartPolicy": src.get("restartPolicy", "RESTART_POLICY_NEVER"),

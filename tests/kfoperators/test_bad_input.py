@@ -39,6 +39,12 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ("evaluator-negative", lambda: Evaluator(replicas=-3), ValueError, ("Evaluator.replicas", "-3")),
     ("num-workers-negative", lambda: PyTorch(num_workers=-1), ValueError, ("PyTorch.num_workers", "-1")),
     ("num-workers-str", lambda: TfJob(num_workers="2"), TypeError, ("TfJob.num_workers", "'2'")),
+    (
+        "num-workers-over-int32",
+        lambda: MPIJob(num_workers=2**31),
+        ValueError,
+        ("MPIJob.num_workers", "2147483648"),
+    ),
     # TF or MPI with no workers
     ("tf-no-workers", lambda: TfJob(), ValueError, ("TfJob.worker.replicas", "None")),
     ("tf-zero-workers", lambda: TfJob(worker=Worker(replicas=0)), ValueError, ("TfJob.worker.replicas", "0")),
@@ -54,6 +60,7 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ("launcher-two", lambda: Launcher(replicas=2), ValueError, ("Launcher.replicas", "2")),
     ("launcher-zero", lambda: Launcher(replicas=0), ValueError, ("Launcher.replicas", "0")),
     ("master-two", lambda: Master(replicas=2), ValueError, ("Master.replicas", "2")),
+    ("master-zero", lambda: Master(replicas=0), ValueError, ("Master.replicas", "0")),
     (
         "num-launcher-two",
         lambda: MPIJob(worker=ONE, num_launcher_replicas=2),
@@ -75,6 +82,8 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ("nnodes-zero-min", lambda: Elastic(nnodes="0:2"), ValueError, ("Elastic.nnodes", "'0:2'")),
     ("nnodes-three-parts", lambda: Elastic(nnodes="1:2:3"), ValueError, ("Elastic.nnodes", "'1:2:3'")),
     ("nnodes-float", lambda: Elastic(nnodes=2.0), TypeError, ("Elastic.nnodes", "2.0")),
+    ("nnodes-open-range", lambda: Elastic(nnodes="2:"), ValueError, ("Elastic.nnodes", "'2:'")),
+    ("nnodes-over-int32", lambda: Elastic(nnodes=2**31), ValueError, ("Elastic.nnodes", "2147483648")),
     ("nnodes-bool", lambda: Elastic(nnodes=True), TypeError, ("Elastic.nnodes", "True")),
     ("nproc-zero", lambda: Elastic(nproc_per_node=0), ValueError, ("Elastic.nproc_per_node", "0")),
     ("nproc-auto", lambda: Elastic(nproc_per_node="auto"), TypeError, ("Elastic.nproc_per_node", "'auto'")),
@@ -105,6 +114,8 @@ CASES: list[tuple[str, Callable[[], Any], type[Exception], tuple[str, ...]]] = [
     ("cpu-word", lambda: Worker(requests=Resources(cpu="lots")), ValueError, ("Worker.requests.cpu", "'lots'")),
     ("mem-space", lambda: Master(limits=Resources(mem="2 GB")), ValueError, ("Master.limits.mem", "'2 GB'")),
     ("gpu-negative", lambda: PS(requests=Resources(gpu="-1")), ValueError, ("PS.requests.gpu", "'-1'")),
+    ("cpu-nan", lambda: Worker(limits=Resources(cpu=float("nan"))), ValueError, ("Worker.limits.cpu", "nan")),
+    ("mem-bool", lambda: Chief(requests=Resources(mem=True)), TypeError, ("Chief.requests.mem", "True")),
     (
         "request-above-limit",
         lambda: Worker(requests=Resources(cpu="4"), limits=Resources(cpu="2")),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import enum
 import inspect
 import os
 import warnings
@@ -12,14 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 import flytekitplugins.kfmpi as official_mpi
+import flytekitplugins.kfoperators as ours
 import flytekitplugins.kfpytorch as official_pytorch
 import flytekitplugins.kftensorflow as official_tf
 import pytest
-from flytekit import PodTemplate, task
+from flytekit import PodTemplate, Resources, task
 from flytekitplugins.kfoperators import (
     PS,
     Chief,
-    CleanPodPolicy,
     Elastic,
     Evaluator,
     HorovodJob,
@@ -28,7 +29,6 @@ from flytekitplugins.kfoperators import (
     MPIJob,
     PyTorch,
     RestartPolicy,
-    RunPolicy,
     TfJob,
     Worker,
 )
@@ -69,6 +69,7 @@ def test_deprecated_counts_work_and_name_their_replacement(
     with pytest.warns(DeprecationWarning) as record:
         config = make()
     assert any(replacement in str(w.message) for w in record), [str(w.message) for w in record]
+    assert {w.filename for w in record} == {__file__}  # points at the user's line, not at the plugin
     assert getattr(config, role).replicas == replicas
 
 
@@ -186,55 +187,83 @@ def test_serialization_never_touches_os_environ(register: Register) -> None:
     assert dict(os.environ) == before
 
 
-def _defaults(cls: type) -> dict[str, Any]:
-    out = {}
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            out[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            value = f.default_factory()
-            out[f.name] = type(value).__name__ if dataclasses.is_dataclass(value) else value
-        else:
-            out[f.name] = dataclasses.MISSING
+# Documented differences (README, "Decisions" and "Differences from the official plugins"):
+#: (official package, class, field) whose default differs: None (unset) instead of True.
+OTHER_DEFAULT = {("kfpytorch", "PyTorch", "increase_shared_mem"), ("kfpytorch", "Elastic", "increase_shared_mem")}
+#: (official package, class, field) that is keyword-only here: one Worker serves all three job kinds.
+KEYWORD_ONLY_HERE = {("kfmpi", "Worker", "command")}
+OFFICIAL_MODULES = (official_pytorch, official_tf, official_mpi)
+
+
+def _official_classes() -> list[Any]:
+    """Every class the official packages export, found by looking, not listed by hand."""
+    out = []
+    for module in OFFICIAL_MODULES:
+        package = module.__name__.split(".")[-1]
+        for name in sorted(n for n in dir(module) if not n.startswith("_")):
+            value = getattr(module, name)
+            if isinstance(value, type) and value.__module__.startswith(module.__name__):
+                out.append(pytest.param(package, value, id=f"{package}.{name}"))
     return out
 
 
-OFFICIAL_CLASSES = [
-    (official_pytorch.PyTorch, PyTorch),
-    (official_pytorch.Elastic, Elastic),
-    (official_pytorch.Master, Master),
-    (official_pytorch.Worker, Worker),
-    (official_pytorch.RunPolicy, RunPolicy),
-    (official_tf.TfJob, TfJob),
-    (official_tf.Chief, Chief),
-    (official_tf.PS, PS),
-    (official_tf.Worker, Worker),
-    (official_tf.Evaluator, Evaluator),
-    (official_mpi.MPIJob, MPIJob),
-    (official_mpi.HorovodJob, HorovodJob),
-    (official_mpi.Launcher, Launcher),
-    (official_mpi.Worker, Worker),
-]
+def _default(cls: type, param: inspect.Parameter) -> Any:
+    """A parameter's default, with a dataclass ``default_factory`` called (the signature shows a sentinel)."""
+    if dataclasses.is_dataclass(cls):
+        for f in dataclasses.fields(cls):
+            if f.name == param.name and f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+    return param.default
 
 
-@pytest.mark.parametrize(
-    ("official", "mine"), OFFICIAL_CLASSES, ids=lambda c: f"{c.__module__.split('.')[-2]}.{c.__name__}"
-)
-def test_official_constructor_names_and_defaults_are_kept(official: type, mine: type) -> None:
-    theirs, ours = _defaults(official), _defaults(mine)
-    for name, default in theirs.items():
-        assert name in ours, name
-        if name == "increase_shared_mem":  # documented: None (unset) instead of True, see README Decisions
-            assert ours[name] is None
-            continue
-        assert ours[name] == default, name
-    positional = [p.name for p in inspect.signature(mine).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
-    if "command" not in theirs:  # MPI roles: `command` is keyword-only here (README, Differences)
-        assert positional[: len(theirs)] == [n for n in theirs if n in positional][: len(theirs)]
-        assert [n for n in theirs] == positional[: len(theirs)]
+def _same_default(theirs: Any, mine: Any) -> bool:
+    if dataclasses.is_dataclass(theirs) and not isinstance(theirs, type):  # e.g. Master(): same name, same values
+        names = [f.name for f in dataclasses.fields(theirs)]
+        return type(mine).__name__ == type(theirs).__name__ and all(
+            getattr(mine, n) == getattr(theirs, n) for n in names
+        )
+    return bool(mine == theirs)
 
 
-def test_enum_members_match_the_official_ones() -> None:
-    for module in (official_pytorch, official_tf, official_mpi):
-        assert {m.name: m.value for m in module.RestartPolicy} == {m.name: m.value for m in RestartPolicy}
-        assert {m.name: m.value for m in module.CleanPodPolicy} == {m.name: m.value for m in CleanPodPolicy}
+def _positional(signature: inspect.Signature) -> list[str]:
+    return [p.name for p in signature.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+
+
+@pytest.mark.parametrize(("package", "official"), _official_classes())
+def test_every_official_constructor_is_here_with_its_names_order_and_defaults(package: str, official: type) -> None:
+    mine = getattr(ours, official.__name__)  # exported under the same name
+    if issubclass(official, enum.Enum):
+        assert {m.name: m.value for m in official} == {m.name: m.value for m in mine}
+        return
+    theirs_sig, mine_sig = inspect.signature(official), inspect.signature(mine)
+    for name, param in theirs_sig.parameters.items():
+        assert name in mine_sig.parameters, f"{official.__name__}.{name} is missing"
+        expected, got = _default(official, param), _default(mine, mine_sig.parameters[name])
+        if (package, official.__name__, name) in OTHER_DEFAULT:
+            assert (expected, got) == (True, None)
+        else:
+            assert _same_default(expected, got), f"{official.__name__}.{name}: {got!r} != {expected!r}"
+    kept = [n for n in _positional(theirs_sig) if (package, official.__name__, n) not in KEYWORD_ONLY_HERE]
+    assert _positional(mine_sig)[: len(kept)] == kept  # positional calls written for upstream mean the same
+    for name in _positional(theirs_sig):
+        if (package, official.__name__, name) in KEYWORD_ONLY_HERE:
+            assert mine_sig.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_positional_calls_written_for_the_official_roles_mean_the_same() -> None:
+    gpu = Resources(gpu="1")
+    assert (
+        official_mpi.Launcher(["mpirun"], "reg/l", gpu, gpu, 1).image
+        == Launcher(["mpirun"], "reg/l", gpu, gpu, 1).image
+    )
+    launcher = Launcher(["mpirun"], "reg/l", gpu, gpu, 1, RestartPolicy.ALWAYS)
+    assert (launcher.command, launcher.limits.gpu, launcher.replicas) == (("mpirun",), "1", 1)
+    master = Master("reg/m", None, gpu, "always")
+    assert (master.image, master.limits.gpu, master.restart_policy) == ("reg/m", "1", RestartPolicy.ALWAYS)
+    worker = Worker("reg/w", gpu, None, 3, RestartPolicy.NEVER)
+    assert (worker.image, worker.requests.gpu, worker.replicas, worker.restart_policy) == (
+        "reg/w",
+        "1",
+        3,
+        RestartPolicy.NEVER,
+    )

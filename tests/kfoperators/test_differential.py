@@ -7,7 +7,6 @@ commands and the MPI/Horovod container args."""
 from __future__ import annotations
 
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -18,18 +17,13 @@ import flytekitplugins.kfpytorch as official_pytorch
 import flytekitplugins.kftensorflow as official_tf
 import pytest
 from flytekit import Resources, task
-from flytekit.configuration import ImageConfig, SerializationSettings
-from flytekit.tools.translator import get_serializable
 from google.protobuf.json_format import MessageToDict
 
 from .backend_view import backend_view
 from .task_functions import train
 
-SETTINGS = SerializationSettings(
-    project="proj", domain="dev", version="v1", image_config=ImageConfig.auto(img_name="registry.example/flyte:1.0")
-)
-
 Builder = Callable[[Any], Any]
+Register = Callable[[Any], Any]
 GPU = Resources(gpu="1")
 
 # (id, official module, builder(ns) -> config); every builder uses only fields of the official API.
@@ -92,6 +86,8 @@ PYTORCH: list[tuple[str, Builder]] = [
     ),
     ("zero-workers", lambda m: m.PyTorch(worker=m.Worker(replicas=0))),
     ("no-shared-mem", lambda m: m.PyTorch(worker=m.Worker(replicas=2), increase_shared_mem=False)),
+    # a zero entry still counts: the backend then overrides the role's resources (§1.2 step 2)
+    ("zero-gpu-request", lambda m: m.PyTorch(worker=m.Worker(replicas=2, requests=Resources(cpu="1", gpu="0")))),
     (
         "limits-numbers",
         lambda m: m.PyTorch(worker=m.Worker(replicas=1, limits=Resources(cpu=1.5, mem=1024, ephemeral_storage="10Gi"))),
@@ -181,6 +177,7 @@ TENSORFLOW: list[tuple[str, Builder]] = [
         "deprecated-ps-with-roles",
         lambda m: m.TfJob(chief=m.Chief(replicas=1), worker=m.Worker(replicas=2), num_ps_replicas=2),
     ),
+    ("zero-memory-limit", lambda m: _tf_zero(m, worker=m.Worker(replicas=1, limits=Resources(mem="0")))),
     (
         "ps-limits",
         lambda m: m.TfJob(
@@ -300,14 +297,12 @@ CASES = [
 ]
 
 
-def _register(module: ModuleType, builder: Builder) -> Any:
+def _register(register: Register, module: ModuleType, builder: Builder) -> Any:
     # Both sides warn by design here (deprecated fields; the official plugin's shared-memory notice):
     # this test compares outputs, the warnings have their own tests.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        config = builder(module)
-        entity = get_serializable(OrderedDict(), SETTINGS, task(task_config=config)(train))
-    return entity.template.to_flyte_idl()
+        return register(task(task_config=builder(module))(train))
 
 
 def test_there_are_at_least_40_configs() -> None:
@@ -315,8 +310,8 @@ def test_there_are_at_least_40_configs() -> None:
 
 
 @pytest.mark.parametrize(("official", "builder"), CASES)
-def test_backend_reads_the_same_task(official: ModuleType, builder: Builder) -> None:
-    theirs, mine = _register(official, builder), _register(ours, builder)
+def test_backend_reads_the_same_task(register: Register, official: ModuleType, builder: Builder) -> None:
+    theirs, mine = _register(register, official, builder), _register(register, ours, builder)
     assert (mine.type, mine.task_type_version) == (theirs.type, theirs.task_type_version)
     if theirs.type == "python-task":
         assert not mine.HasField("custom") or not MessageToDict(mine.custom)

@@ -11,6 +11,7 @@ import flytekitplugins.kfmpi as official_mpi
 import flytekitplugins.kftensorflow as official_tf
 import pytest
 from flytekit import Resources, task
+from flytekit.configuration import SerializationSettings
 from flytekitplugins.kfoperators import (
     PS,
     ComputeTemplate,
@@ -185,3 +186,24 @@ def test_no_extension_and_no_warning_for_plain_configs(register: Register, fresh
         warnings.simplefilter("error")
         custom = _custom(register, PyTorch(worker=Worker(replicas=2), run_policy=RunPolicy(backoff_limit=2)))
     assert "kubejobs" not in custom
+
+
+def test_each_get_custom_caller_gets_its_own_copy(settings: SerializationSettings) -> None:
+    trainer = task(task_config=PyTorch(worker=Worker(replicas=2, requests=Resources(cpu="1"))))(train)
+    first = trainer.get_custom(settings)
+    assert first is not None
+    first["workerReplicas"]["replicas"] = 99  # a caller editing its result must not change later ones
+    first["workerReplicas"]["common"]["resources"]["requests"].clear()
+    second = trainer.get_custom(settings)
+    assert second is not None and second is not first
+    assert second["workerReplicas"]["replicas"] == second["workerReplicas"]["common"]["replicas"] == 2
+    assert second["workerReplicas"]["common"]["resources"]["requests"] == [{"name": "CPU", "value": "1"}]
+    assert trainer.get_custom(settings) == second
+    single_node = task(task_config=Elastic(nproc_per_node=2))(train)
+    assert single_node.get_custom(settings) is None and single_node.get_custom(settings) is None
+
+
+def test_resolved_resources_handed_out_are_copies() -> None:
+    worker = Worker(replicas=1, requests=Resources(cpu="1"))
+    worker.requirements().requests["cpu"] = "64"
+    assert worker.requirements().requests == {"cpu": "1"}

@@ -5,11 +5,12 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from flyteidl.plugins.common_pb2 import CommonReplicaSpec
 from flytekit import Resources
 from flytekitplugins.kubejobs import ComputeTemplate, ReplicaRole, RunPolicy, SchedulingPolicy
 from flytekitplugins.kubejobs.compute import Requirements, resolve_requirements
 from flytekitplugins.kubejobs.extension import EXTENSION_KEY, build_extension, warn_extension_once
-from flytekitplugins.kubejobs.idl import common_replica_spec, run_policy_to_idl
+from flytekitplugins.kubejobs.idl import fill_replica_spec, run_policy_to_idl
 from google.protobuf.json_format import MessageToDict
 
 A100 = ComputeTemplate(
@@ -46,7 +47,9 @@ def test_a_template_request_above_an_explicit_limit_is_refused_not_clamped():
 
 
 def test_common_replica_spec_carries_cpu_memory_gpu_from_the_template():
-    spec = MessageToDict(common_replica_spec(Worker(replicas=3, compute_template=MI300, restart_policy="always")))
+    message = CommonReplicaSpec()
+    fill_replica_spec(message, Worker(replicas=3, compute_template=MI300, restart_policy="always"))
+    spec = MessageToDict(message)
     assert spec["replicas"] == 3
     assert spec["restartPolicy"] == "RESTART_POLICY_ALWAYS"
     assert spec["resources"]["requests"] == [{"name": "CPU", "value": "4"}, {"name": "GPU", "value": "2"}]

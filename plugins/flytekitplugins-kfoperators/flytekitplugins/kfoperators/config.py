@@ -48,7 +48,7 @@ def _check_run_policy(owner: str, value: object) -> None:
         raise TypeError(f"{owner}.run_policy must be a flytekitplugins.kfoperators.RunPolicy, got {value!r}")
 
 
-def _merge_count(owner: str, old_name: str, old: object, role_field: str, role: R, depth: int = 4) -> R:
+def _merge_count(owner: str, old_name: str, old: object, role_field: str, role: R, depth: int = 5) -> R:
     """Apply a deprecated replica count: it warns, fills an unset/zero per-role count, and loses to a
     non-zero per-role count (with a warning) instead of being refused."""
     if old is None:
@@ -80,17 +80,7 @@ def _check_shared_mem(owner: str, value: object) -> None:
         warnings.warn(
             f"{owner}.increase_shared_mem is deprecated: use @task(shared_memory=True)",
             DeprecationWarning,
-            stacklevel=4,
-        )
-
-
-def _check_local_world(config: Any) -> None:
-    # Local-only switch for multi-process local runs (see .world); never serialized.
-    if config.local_world is not None:
-        from .world import check_local_world
-
-        object.__setattr__(
-            config, "local_world", check_local_world(f"{type(config).__name__}.local_world", config.local_world)
+            stacklevel=5,
         )
 
 
@@ -111,7 +101,29 @@ def parse_nnodes(value: object) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class PyTorch:
+class _JobConfig:
+    """The base of every job config: the keyword-only ``local_world`` switch, then the config's own checks.
+
+    ``local_world`` asks a local run for a multi-process world (see :mod:`.world`); it is never serialized.
+    """
+
+    _: KW_ONLY
+    local_world: Optional[Union[int, str]] = None
+
+    def __post_init__(self) -> None:
+        if self.local_world is not None:
+            from .world import check_local_world
+
+            name = f"{type(self).__name__}.local_world"
+            object.__setattr__(self, "local_world", check_local_world(name, self.local_world))
+        self._validate()
+
+    def _validate(self) -> None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PyTorch(_JobConfig):
     """A PyTorchJob: one master and ``worker.replicas`` workers (0 makes a master-only job).
 
     ``num_workers`` is deprecated (use ``worker=Worker(replicas=N)``). ``increase_shared_mem=True`` is
@@ -123,11 +135,8 @@ class PyTorch:
     run_policy: Optional[RunPolicy] = None
     num_workers: Optional[int] = None
     increase_shared_mem: Optional[bool] = None
-    _: KW_ONLY
-    local_world: Optional[Union[int, str]] = None
 
-    def __post_init__(self) -> None:
-        _check_local_world(self)
+    def _validate(self) -> None:
         _check_role("PyTorch", "master", self.master, Master)
         worker = _check_role("PyTorch", "worker", self.worker, Worker)
         _check_run_policy("PyTorch", self.run_policy)
@@ -142,7 +151,7 @@ class PyTorch:
 
 
 @dataclass(frozen=True)
-class Elastic:
+class Elastic(_JobConfig):
     """torchrun-style elastic training: ``nproc_per_node`` processes on each of ``nnodes`` nodes.
 
     A single node (``nnodes`` 1, ``"1"`` or ``"1:1"``) runs as a plain ``python-task`` pod; more nodes
@@ -157,11 +166,8 @@ class Elastic:
     rdzv_configs: dict[str, Any] = field(default_factory=lambda: {"timeout": 900, "join_timeout": 900})
     increase_shared_mem: Optional[bool] = None
     run_policy: Optional[RunPolicy] = None
-    _: KW_ONLY
-    local_world: Optional[Union[int, str]] = None
 
-    def __post_init__(self) -> None:
-        _check_local_world(self)
+    def _validate(self) -> None:
         parse_nnodes(self.nnodes)
         if isinstance(self.nproc_per_node, str):
             raise TypeError(
@@ -196,7 +202,7 @@ class Elastic:
 
 
 @dataclass(frozen=True)
-class TfJob:
+class TfJob(_JobConfig):
     """A TFJob. Only workers are required (at least one); chief, ps and evaluator default to 0.
 
     ``num_workers``, ``num_ps_replicas``, ``num_chief_replicas`` and ``num_evaluator_replicas`` are
@@ -212,11 +218,8 @@ class TfJob:
     num_ps_replicas: Optional[int] = None
     num_chief_replicas: Optional[int] = None
     num_evaluator_replicas: Optional[int] = None
-    _: KW_ONLY
-    local_world: Optional[Union[int, str]] = None
 
-    def __post_init__(self) -> None:
-        _check_local_world(self)
+    def _validate(self) -> None:
         set_ = object.__setattr__
         merged: list[tuple[str, str, type[ReplicaRole]]] = [
             ("chief", "num_chief_replicas", Chief),
@@ -244,8 +247,8 @@ def _mpi_post_init(cfg: Union[MPIJob, HorovodJob], owner: str) -> None:
                 f"{owner}.num_launcher_replicas must be 1 (an MPIJob has one launcher), "
                 f"got {cfg.num_launcher_replicas!r}"
             )
-        launcher = _merge_count(owner, "num_launcher_replicas", cfg.num_launcher_replicas, "launcher", launcher, 5)
-    worker = _merge_count(owner, "num_workers", cfg.num_workers, "worker", worker, 5)
+        launcher = _merge_count(owner, "num_launcher_replicas", cfg.num_launcher_replicas, "launcher", launcher, 6)
+    worker = _merge_count(owner, "num_workers", cfg.num_workers, "worker", worker, 6)
     if not worker.replicas:
         raise ValueError(f"{owner}.worker.replicas must be at least 1, got {worker.replicas!r}")
     object.__setattr__(cfg, "launcher", launcher)
@@ -255,7 +258,7 @@ def _mpi_post_init(cfg: Union[MPIJob, HorovodJob], owner: str) -> None:
 
 
 @dataclass(frozen=True)
-class MPIJob:
+class MPIJob(_JobConfig):
     """An MPIJob: one launcher running ``mpirun -np worker.replicas*slots`` over the workers.
 
     ``num_workers`` and ``num_launcher_replicas`` are deprecated.
@@ -267,16 +270,13 @@ class MPIJob:
     slots: int = 1
     num_launcher_replicas: Optional[int] = None
     num_workers: Optional[int] = None
-    _: KW_ONLY
-    local_world: Optional[Union[int, str]] = None
 
-    def __post_init__(self) -> None:
-        _check_local_world(self)
+    def _validate(self) -> None:
         _mpi_post_init(self, "MPIJob")
 
 
 @dataclass(frozen=True)
-class HorovodJob:
+class HorovodJob(_JobConfig):
     """An MPIJob launched with ``horovodrun`` (elastic Horovod with host discovery)."""
 
     worker: Worker = field(default_factory=Worker)
@@ -289,11 +289,8 @@ class HorovodJob:
     elastic_timeout: Optional[int] = 1200
     num_launcher_replicas: Optional[int] = None
     num_workers: Optional[int] = None
-    _: KW_ONLY
-    local_world: Optional[Union[int, str]] = None
 
-    def __post_init__(self) -> None:
-        _check_local_world(self)
+    def _validate(self) -> None:
         _mpi_post_init(self, "HorovodJob")
         if self.verbose is not None and not isinstance(self.verbose, bool):
             raise TypeError(f"HorovodJob.verbose must be a bool, got {self.verbose!r}")

@@ -2,13 +2,15 @@
 
 Every role is a :class:`flytekitplugins.kubejobs.roles.ReplicaRole` (image, requests, limits, replicas,
 restart_policy, then keyword-only extensions). One ``Worker`` serves PyTorch, TfJob and MPIJob; its
-MPI-only ``command`` is keyword-only. ``Master`` keeps the official positional order (it has no
-``replicas`` there: a master is always one replica).
+MPI-only ``command`` is keyword-only. ``Master`` and ``Launcher`` keep their official positional order
+(``Master`` has no ``replicas`` there: a master is always one replica; ``Launcher`` takes ``command`` first).
 
 >>> Worker(replicas=2, command="python train.py --epochs 3").command
 ('python', 'train.py', '--epochs', '3')
 >>> Master(None, None, None, "always").restart_policy
 <RestartPolicy.ALWAYS: 2>
+>>> Launcher(["mpirun", "-np", "2"], "reg/launcher:1").image
+'reg/launcher:1'
 """
 
 from __future__ import annotations
@@ -16,16 +18,29 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Optional, TypedDict, Union, Unpack
 
 from flytekit import Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate
 from flytekitplugins.kubejobs.policies import RestartPolicy
 from flytekitplugins.kubejobs.roles import ReplicaRole
 
-__all__ = ["Worker", "Master", "PS", "Chief", "Evaluator", "Launcher", "check_command"]
+__all__ = ["Worker", "Master", "PS", "Chief", "Evaluator", "Launcher", "RoleExtensions", "check_command"]
 
 Command = Union[str, Sequence[str]]
+
+
+class RoleExtensions(TypedDict, total=False):
+    """The keyword-only extension fields of every role (see :class:`ReplicaRole`), for the roles whose
+    constructor keeps an official positional order of its own (``Master``, ``Launcher``)."""
+
+    compute_template: Optional[ComputeTemplate]
+    node_selector: Optional[Mapping[str, str]]
+    tolerations: Optional[Sequence[Any]]
+    affinity: Optional[Any]
+    env: Optional[Union[Mapping[str, str], Sequence[Any]]]
+    volumes: Optional[Sequence[Any]]
+    volume_mounts: Optional[Sequence[Any]]
 
 
 def check_command(field_name: str, value: object) -> Optional[tuple[str, ...]]:
@@ -64,12 +79,37 @@ class Worker(ReplicaRole):
 
 @dataclass(frozen=True)
 class Launcher(ReplicaRole):
-    """The MPIJob launcher: always one replica. ``command`` replaces the launcher's container args."""
+    """The MPIJob launcher: always one replica. ``command`` replaces the launcher's container args.
+
+    Positional order as in flytekitplugins-kfmpi (command, image, requests, limits, replicas,
+    restart_policy): the launcher exists only in MPI jobs, so its official order is kept in full.
+    """
 
     command: Optional[Command] = field(default=None, kw_only=True)
 
     operator_role = "Launcher"
     fixed_replicas = 1
+
+    def __init__(
+        self,
+        command: Optional[Command] = None,
+        image: Optional[str] = None,
+        requests: Optional[Resources] = None,
+        limits: Optional[Resources] = None,
+        replicas: Optional[int] = None,
+        restart_policy: Optional[RestartPolicy] = None,
+        **extensions: Unpack[RoleExtensions],
+    ) -> None:
+        object.__setattr__(self, "command", command)  # read by __post_init__, which the base __init__ runs
+        ReplicaRole.__init__(
+            self,
+            image,
+            requests,
+            limits,
+            replicas,
+            restart_policy,
+            **extensions,
+        )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -91,13 +131,7 @@ class Master(ReplicaRole):
         restart_policy: Optional[RestartPolicy] = None,
         *,
         replicas: Optional[int] = None,
-        compute_template: Optional[ComputeTemplate] = None,
-        node_selector: Optional[Mapping[str, str]] = None,
-        tolerations: Optional[Sequence[Any]] = None,
-        affinity: Optional[Any] = None,
-        env: Optional[Union[Mapping[str, str], Sequence[Any]]] = None,
-        volumes: Optional[Sequence[Any]] = None,
-        volume_mounts: Optional[Sequence[Any]] = None,
+        **extensions: Unpack[RoleExtensions],
     ) -> None:
         ReplicaRole.__init__(
             self,
@@ -106,13 +140,7 @@ class Master(ReplicaRole):
             limits,
             replicas,
             restart_policy,
-            compute_template=compute_template,
-            node_selector=node_selector,
-            tolerations=tolerations,
-            affinity=affinity,
-            env=env,
-            volumes=volumes,
-            volume_mounts=volume_mounts,
+            **extensions,
         )
 
 

@@ -70,17 +70,16 @@ class _KubeflowTask(PythonFunctionTask[C]):  # type: ignore[misc]
         raise NotImplementedError
 
     def get_custom(self, settings: SerializationSettings) -> Optional[dict[str, Any]]:
-        # flytekit asks more than once per registration (and callers may ask again); the config is
-        # frozen, so the custom is built once per config and handed out as a fresh copy each time.
-        cached = self.__dict__.get("_custom_cache")
-        if cached is None or cached[0] is not self.task_config:
-            built = self._custom()
-            cached = (self.task_config, None if built is None else json.dumps(built))
-            self._custom_cache = cached
-        if cached[1] is None:
-            return None
-        custom: dict[str, Any] = json.loads(cached[1])
-        if EXTENSION_KEY in custom:
+        # Callers may ask more than once (flytekit's registration, pyflyte, tools); the config is frozen,
+        # so the custom is built once per config and every later call gets a fresh copy of it.
+        cached: Optional[tuple[object, Optional[str]]] = self.__dict__.get("_custom_cache")
+        custom: Optional[dict[str, Any]]
+        if cached is not None and cached[0] is self.task_config:
+            custom = None if cached[1] is None else json.loads(cached[1])
+        else:
+            custom = self._custom()
+            self._custom_cache = (self.task_config, None if custom is None else json.dumps(custom))
+        if custom is not None and EXTENSION_KEY in custom:
             warn_extension_once(self.task_kind, custom[EXTENSION_KEY])
         return custom
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from flyteidl.core import tasks_pb2
-from flyteidl.plugins import common_pb2
 from flyteidl.plugins.kubeflow import common_pb2 as kubeflow_common_pb2
 
 from .policies import RunPolicy
 from .resources import DEFAULT_GPU_RESOURCE_NAME
 from .roles import ReplicaRole
 
-__all__ = ["resources_to_idl", "common_replica_spec", "fill_replica_spec", "run_policy_to_idl"]
+__all__ = ["resources_to_idl", "fill_replica_spec", "run_policy_to_idl"]
 
 _IDL_NAMES = {
     "cpu": tasks_pb2.Resources.CPU,
@@ -43,13 +42,6 @@ def resources_to_idl(
 
     msg = tasks_pb2.Resources(requests=entries(requests), limits=entries(limits))
     return msg if (msg.requests or msg.limits) else None
-
-
-def common_replica_spec(role: ReplicaRole, replicas: Optional[int] = None) -> common_pb2.CommonReplicaSpec:
-    """``CommonReplicaSpec`` of ``role``; ``replicas`` overrides the role's own count when given."""
-    spec = common_pb2.CommonReplicaSpec()
-    fill_replica_spec(spec, role, replicas)
-    return spec
 
 
 def fill_replica_spec(message: Any, role: ReplicaRole, replicas: Optional[int] = None) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["JobKind", "OPERATORS", "TASK_TYPES"]
+__all__ = ["JobKind", "OPERATORS"]
 
 
 @dataclass(frozen=True)
@@ -36,5 +36,3 @@ OPERATORS: dict[str, JobKind] = {
         JobKind("ray", "ray.io", "v1", "RayJob", "rayjobs", 47),
     )
 }
-
-TASK_TYPES = tuple(OPERATORS)

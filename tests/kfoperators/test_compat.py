@@ -108,7 +108,7 @@ def test_chief_and_ps_default_to_zero_and_the_launcher_to_one(register: Register
     tf = TfJob(worker=Worker(replicas=2))
     assert (tf.chief, tf.ps, tf.evaluator.replicas) == (Chief(), PS(), 0)
     custom = register(task(task_config=MPIJob(worker=Worker(replicas=2)))(train)).custom
-    assert custom["launcherReplicas"]["common"]["replicas"] == 1
+    assert custom["launcherReplicas"]["replicas"] == 1
     assert Launcher().replicas is None
 
 

@@ -1,13 +1,15 @@
 """Job configs -> task customs (flyteidl ``kubeflow`` messages via ``MessageToDict``) and container args.
 
-Pure functions. Every replica spec carries its values twice, in the deprecated per-kind fields and in
-``common`` (see :mod:`flytekitplugins.kubejobs.idl`), so Flyte backends from before and after the
-``common`` field read the same role. Settings the IDL cannot carry go under the ``kubejobs`` key.
+Pure functions. Replica specs use the per-kind fields (replicas, image, resources, restart_policy), as
+flytekit does, and not ``common``: backends from before flyte#5355 read only those fields, and later
+ones read them whenever ``common`` is absent, so every Flyte backend reads the same role. Writing both
+would double the custom (and its serialization cost) for no reader. Settings the IDL cannot carry go
+under the ``kubejobs`` key.
 
 >>> from flytekitplugins.kfoperators import PyTorch, Worker
 >>> custom = pytorch_custom(PyTorch(worker=Worker(replicas=2)))
 >>> custom["workerReplicas"]
-{'replicas': 2, 'common': {'replicas': 2}}
+{'replicas': 2}
 """
 
 from __future__ import annotations
@@ -59,25 +61,6 @@ MPIRUN_FLAGS = (
     "^openib",
 )
 
-_Spec = Union[
-    pytorch_pb2.DistributedPyTorchTrainingReplicaSpec,
-    tensorflow_pb2.DistributedTensorflowTrainingReplicaSpec,
-    mpi_pb2.DistributedMPITrainingReplicaSpec,
-]
-
-
-def _fill(message: _Spec, role: ReplicaRole, replicas: Optional[int] = None) -> None:
-    common = message.common
-    common.SetInParent()  # present even when empty: a `common` backend then reads only `common`
-    fill_replica_spec(common, role, replicas)
-    # The deprecated fields get the same four values, copied rather than computed a second time.
-    message.replicas = common.replicas
-    message.image = common.image
-    if common.HasField("resources"):
-        message.resources.CopyFrom(common.resources)
-    message.restart_policy = common.restart_policy
-
-
 def _finish(message: Any, roles: dict[str, ReplicaRole], run_policy: Optional[RunPolicy]) -> dict[str, Any]:
     if run_policy is not None:
         message.run_policy.CopyFrom(run_policy_to_idl(run_policy))
@@ -90,8 +73,8 @@ def _finish(message: Any, roles: dict[str, ReplicaRole], run_policy: Optional[Ru
 
 def pytorch_custom(cfg: PyTorch) -> dict[str, Any]:
     msg = pytorch_pb2.DistributedPyTorchTrainingTask()
-    _fill(msg.master_replicas, cfg.master, replicas=1)
-    _fill(msg.worker_replicas, cfg.worker)
+    fill_replica_spec(msg.master_replicas, cfg.master, replicas=1)
+    fill_replica_spec(msg.worker_replicas, cfg.worker)
     return _finish(msg, {"Master": cfg.master, "Worker": cfg.worker}, cfg.run_policy)
 
 
@@ -102,7 +85,6 @@ def elastic_custom(cfg: Elastic) -> Optional[dict[str, Any]]:
     low, high = cfg.nodes
     msg = pytorch_pb2.DistributedPyTorchTrainingTask()
     msg.worker_replicas.replicas = high
-    msg.worker_replicas.common.replicas = high
     msg.elastic_config.CopyFrom(
         pytorch_pb2.ElasticConfig(
             rdzv_backend=RDZV_BACKEND,
@@ -117,10 +99,10 @@ def elastic_custom(cfg: Elastic) -> Optional[dict[str, Any]]:
 
 def tensorflow_custom(cfg: TfJob) -> dict[str, Any]:
     msg = tensorflow_pb2.DistributedTensorflowTrainingTask()
-    _fill(msg.chief_replicas, cfg.chief)
-    _fill(msg.worker_replicas, cfg.worker)
-    _fill(msg.ps_replicas, cfg.ps)
-    _fill(msg.evaluator_replicas, cfg.evaluator)
+    fill_replica_spec(msg.chief_replicas, cfg.chief)
+    fill_replica_spec(msg.worker_replicas, cfg.worker)
+    fill_replica_spec(msg.ps_replicas, cfg.ps)
+    fill_replica_spec(msg.evaluator_replicas, cfg.evaluator)
     roles: dict[str, ReplicaRole] = {
         "Chief": cfg.chief,
         "PS": cfg.ps,
@@ -133,8 +115,8 @@ def tensorflow_custom(cfg: TfJob) -> dict[str, Any]:
 
 def mpi_custom(cfg: Union[MPIJob, HorovodJob]) -> dict[str, Any]:
     msg = mpi_pb2.DistributedMPITrainingTask(slots=cfg.slots)
-    _fill(msg.launcher_replicas, cfg.launcher, replicas=1)
-    _fill(msg.worker_replicas, cfg.worker)
+    fill_replica_spec(msg.launcher_replicas, cfg.launcher, replicas=1)
+    fill_replica_spec(msg.worker_replicas, cfg.worker)
     if cfg.launcher.command:
         msg.launcher_replicas.command.extend(cfg.launcher.command)
     if cfg.worker.command:

@@ -1,8 +1,8 @@
 """Serialization of the shared types to flyteidl messages.
 
-Replica specs are written twice, in ``common`` and in the deprecated top-level fields, with the same
-values: backends from after flyte#5355 read ``common`` (and ignore the rest), older ones read only the
-deprecated fields, so both see the same role.
+Replica specs are written to the per-kind fields (replicas, image, resources, restart_policy), which
+every Flyte backend reads: the ones from before flyte#5355 read nothing else, later ones read them
+whenever ``common`` is absent.
 """
 
 from __future__ import annotations

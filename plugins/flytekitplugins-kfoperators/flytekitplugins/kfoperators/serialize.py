@@ -61,6 +61,7 @@ MPIRUN_FLAGS = (
     "^openib",
 )
 
+
 def _finish(message: Any, roles: dict[str, ReplicaRole], run_policy: Optional[RunPolicy]) -> dict[str, Any]:
     if run_policy is not None:
         message.run_policy.CopyFrom(run_policy_to_idl(run_policy))

@@ -1,4 +1,7 @@
-"""Every ```python block of the top-level README runs as written."""
+"""Every ```python block of the top-level README and of the kubejobs README runs as written.
+
+(The kfoperators and raycluster READMEs are run by their own test folders.)
+"""
 
 from __future__ import annotations
 
@@ -9,16 +12,24 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BLOCKS = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+READMES = [REPO / "README.md", REPO / "plugins" / "flytekitplugins-kubejobs" / "README.md"]
+BLOCKS = [
+    pytest.param(block, id=f"{readme.parent.name}-{i}")
+    for readme in READMES
+    for i, block in enumerate(re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.S))
+]
 
 
-@pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_python_block_runs(index, tmp_path, monkeypatch):
+@pytest.mark.parametrize("block", BLOCKS)
+def test_readme_python_block_runs(block, tmp_path, monkeypatch, crd_dir):
+    # The examples read the operators' CRD schemas from where a deployment mounts them: $KUBEJOBS_CRD_DIR.
+    monkeypatch.setenv("KUBEJOBS_CRD_DIR", str(crd_dir))
     # flytekit reads a task's source file, so each block runs from a real module file.
-    path = tmp_path / f"readme_block_{index}.py"
-    path.write_text(BLOCKS[index])
+    path = tmp_path / "readme_block.py"
+    path.write_text(block)
     monkeypatch.syspath_prepend(str(tmp_path))
-    runpy.run_path(str(path), run_name=f"readme_block_{index}")
+    monkeypatch.chdir(tmp_path)
+    runpy.run_path(str(path), run_name="readme_block")
 
 
 def test_readme_shows_the_quick_start_commands():

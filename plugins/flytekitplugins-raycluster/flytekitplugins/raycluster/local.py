@@ -5,6 +5,12 @@ config's runtime_env applied. It is started once and reused by the following Ray
 task with a different ``runtime_env``/``address`` restarts it (Ray fixes a job's runtime env at
 ``ray.init``). A Ray the caller started is reused as is. Ray is shut down at process exit.
 
+The local Ray's workers import the task's module by name (a remote function's arguments and results, and
+the classes they use, are pickled by reference), and ``pyflyte run dir/file.py`` puts ``dir`` on
+``sys.path`` only while it loads the file. So the module's code root (see :func:`code_root`) goes on the
+workers' path through ``JobConfig(code_search_path=...)``: nothing is copied, unlike a ``working_dir`` or
+``py_modules`` runtime env, which package and upload the directory.
+
 ``ray`` is imported here only, inside the functions.
 """
 
@@ -13,14 +19,18 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import threading
 import warnings
+from collections.abc import Iterable
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional
 
 from .runtime_env import driver_runtime_env
 
 __all__ = [
+    "code_root",
     "import_ray",
     "machine_cpus",
     "ensure_local_ray",
@@ -35,6 +45,8 @@ _RAY_JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 _lock = threading.Lock()
 # (address, runtime env as canonical JSON) of the Ray this module started, or None.
 _started: Optional[tuple[Optional[str], str]] = None
+# The code roots on its workers' path.
+_started_roots: frozenset[str] = frozenset()
 _atexit_registered = False
 
 
@@ -54,24 +66,47 @@ def machine_cpus() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def code_root(fn: object) -> Optional[str]:
+    """The directory from which the module defining ``fn`` imports by its name (the directory above its top
+    package, or its own directory for a plain module); None for ``__main__`` (Ray adds the script's
+    directory itself) and for modules without a file.
+
+    >>> import json.decoder
+    >>> Path(code_root(json.decoder.JSONDecoder)) == Path(json.__file__).parents[1]
+    True
+    """
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    path = getattr(module, "__file__", None)
+    if module is None or path is None or module.__name__ == "__main__":
+        return None
+    levels_up = module.__name__.count(".") + (1 if Path(path).name == "__init__.py" else 0)
+    return str(Path(os.path.abspath(path)).parents[levels_up])
+
+
 def _key(address: Optional[str], runtime_env: Optional[dict[str, Any]]) -> tuple[Optional[str], str]:
     return address, json.dumps(runtime_env or {}, sort_keys=True)
 
 
 def ensure_local_ray(
-    address: Optional[str], runtime_env: Optional[dict[str, Any]], *, num_cpus: Optional[int] = None
+    address: Optional[str],
+    runtime_env: Optional[dict[str, Any]],
+    *,
+    num_cpus: Optional[int] = None,
+    code_roots: Iterable[str] = (),
 ) -> None:
     """Make sure a Ray with ``runtime_env`` is initialized in this process.
 
     Without ``address`` a local Ray is started with ``min(num_cpus, machine CPUs)`` CPUs (all the
-    machine's when ``num_cpus`` is None) and no GPUs; with one, Ray connects to that cluster.
+    machine's when ``num_cpus`` is None), no GPUs and ``code_roots`` on its workers' ``sys.path`` (a Ray
+    we started without one of them is restarted with it); with one, Ray connects to that cluster.
     """
-    global _started, _atexit_registered
+    global _started, _started_roots, _atexit_registered
     ray = import_ray()
     key = _key(address, runtime_env)
+    roots = frozenset(code_roots) if address is None else frozenset()
     with _lock:
         if ray.is_initialized():
-            if _started == key:
+            if _started == key and roots <= _started_roots:
                 return
             if _started is None:
                 if runtime_env:
@@ -81,14 +116,22 @@ def ensure_local_ray(
                         stacklevel=3,
                     )
                 return
-            ray.shutdown()  # ours, with another runtime env or address
-            _started = None
+            ray.shutdown()  # ours, with another runtime env, address or code root
+            if address is None:
+                roots |= _started_roots  # the earlier tasks' modules stay importable
+            _started, _started_roots = None, frozenset()
         kwargs: dict[str, Any] = {"runtime_env": runtime_env or None}
         if address is None:
+            from ray.job_config import JobConfig
+
             cpus = machine_cpus() if num_cpus is None else max(1, min(num_cpus, machine_cpus()))
             kwargs.update(num_cpus=cpus, num_gpus=0, include_dashboard=False)
+            if roots:
+                kwargs["job_config"] = JobConfig(code_search_path=sorted(roots))
         ray.init(address=address, **kwargs)
-        _started = key
+        # Ray puts the working directory on its workers' path too, unless a working_dir replaces it.
+        cwd = frozenset() if "working_dir" in (runtime_env or {}) else frozenset({os.path.abspath(os.curdir)})
+        _started, _started_roots = key, roots | cwd
         if not _atexit_registered:
             atexit.register(shutdown_local_ray)
             _atexit_registered = True
@@ -96,11 +139,11 @@ def ensure_local_ray(
 
 def shutdown_local_ray() -> None:
     """Shut down the Ray this module started, if any (a caller's Ray is left alone)."""
-    global _started
+    global _started, _started_roots
     with _lock:
         if _started is None:
             return
-        _started = None
+        _started, _started_roots = None, frozenset()
         import ray
 
         if ray.is_initialized():

@@ -33,12 +33,13 @@ class RayFunctionTask(PythonFunctionTask[RayJobConfig]):  # type: ignore[misc]
 
     # .local and .serialize are imported when used: `import flytekitplugins.raycluster` stays small.
     def pre_execute(self, user_params: Optional[ExecutionParameters]) -> Optional[ExecutionParameters]:
-        from .local import attach_to_job_cluster, ensure_local_ray
+        from .local import attach_to_job_cluster, code_root, ensure_local_ray
 
         cfg: RayJobConfig = self.task_config
         state = FlyteContextManager.current_context().execution_state
         if state is None or state.is_local_execution():
-            ensure_local_ray(cfg.address, cfg.runtime_env)
+            root = code_root(self.task_function)
+            ensure_local_ray(cfg.address, cfg.runtime_env, code_roots=() if root is None else (root,))
         else:
             attach_to_job_cluster(cfg.address, cfg.runtime_env)
         return user_params

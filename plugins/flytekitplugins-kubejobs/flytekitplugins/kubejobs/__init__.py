@@ -8,10 +8,16 @@ sub-packages and are imported only when used.
 'All'
 """
 
-from .compute import ComputeTemplate
-from .extension import EXTENSION_KEY
-from .policies import CleanPodPolicy, RestartPolicy, RunPolicy, SchedulingPolicy
-from .roles import ReplicaRole
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .compute import ComputeTemplate
+    from .extension import EXTENSION_KEY
+    from .policies import CleanPodPolicy, RestartPolicy, RunPolicy, SchedulingPolicy
+    from .roles import ReplicaRole
 
 __all__ = [
     "CleanPodPolicy",
@@ -22,3 +28,28 @@ __all__ = [
     "RunPolicy",
     "SchedulingPolicy",
 ]
+
+# The exports load on first use: sub-packages that need no flytekit (`schema`, the `kubejobs validate`
+# CLI) then skip flytekit's ~0.6 s import, which `compute` and `roles` pull in.
+_HOMES = {
+    "CleanPodPolicy": "policies",
+    "ComputeTemplate": "compute",
+    "EXTENSION_KEY": "extension",
+    "ReplicaRole": "roles",
+    "RestartPolicy": "policies",
+    "RunPolicy": "policies",
+    "SchedulingPolicy": "policies",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

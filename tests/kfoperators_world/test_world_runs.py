@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import signal
+from pathlib import Path
 
 import pytest
 from flytekit.exceptions.user import FlyteRecoverableException
@@ -21,6 +22,7 @@ from .world_tasks import (
     decks_of_a_world,
     elastic_all_reduce,
     elastic_one_node,
+    mpi_exit_handlers,
     mpi_hello,
     tf_members,
 )
@@ -57,6 +59,8 @@ def test_tf_config_of_a_one_chief_one_ps_two_worker_job() -> None:
     assert len(set(addresses)) == 4 and all(re.fullmatch(r"127\.0\.0\.1:\d+", a) for a in addresses)
     for config in configs.values():
         assert config["cluster"] == cluster and config["environment"] == "cloud"
+    # the parameter server never exits by itself: the world stopped it once the chief had returned
+    assert not [r["pid"] for r in collector.reports if alive(r["pid"])]
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI (make system-deps)")
@@ -68,15 +72,29 @@ def test_mpirun_hello_world_with_two_ranks(capfd: pytest.CaptureFixture[str]) ->
     assert len(pids) == 2 and not [p for p in pids if alive(p)]
 
 
-def test_without_mpirun_the_error_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs OpenMPI (make system-deps)")
+def test_the_members_exit_handlers_run(tmp_path: Path) -> None:
+    # members skip the interpreter's slow teardown once their result is written, but not the user's atexit
+    assert mpi_exit_handlers(directory=str(tmp_path)) == "0"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exited-0", "exited-1"]
+
+
+def test_without_mpirun_the_error_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty directory: no mpirun
     with pytest.raises(RuntimeError, match=r"mpirun was not found.*apt-get install openmpi-bin"):
         mpi_hello()
 
 
-def test_elastic_two_nodes_meet_at_a_local_rendezvous() -> None:
+def test_elastic_two_nodes_meet_at_a_local_rendezvous(capfd: pytest.CaptureFixture[str]) -> None:
     # rank, world size, 10 + 11, number of nodes (torch's GROUP_WORLD_SIZE)
     assert elastic_all_reduce(value=10) == [0, 2, 21, 2]
+    out = capfd.readouterr().out
+    # one prefix per line, naming the node process and the rank (either node may hold rank 0)
+    lines = {
+        rank: re.findall(rf"^\[(worker-[01])/rank-{rank}\] elastic rank {rank} sum 21$", out, re.M) for rank in (0, 1)
+    }
+    assert len(lines[0]) == len(lines[1]) == 1 and lines[0] != lines[1]
+    assert "] [rank-" not in out
 
 
 def test_elastic_one_node_runs_its_workers_through_the_elastic_launcher(capfd: pytest.CaptureFixture[str]) -> None:

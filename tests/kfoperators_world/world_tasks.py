@@ -20,6 +20,7 @@ __all__ = [
     "elastic_all_reduce",
     "elastic_one_node",
     "make_deck",
+    "mpi_exit_handlers",
     "mpi_hello",
     "mpi_rank_one_fails",
     "rank_one_fails",
@@ -119,6 +120,8 @@ def elastic_all_reduce(value: int) -> list[int]:
     try:
         tensor = torch.tensor([value + dist.get_rank()])
         dist.all_reduce(tensor)
+        print(f"elastic rank {dist.get_rank()} sum {int(tensor.item())}", flush=True)
+        dist.barrier()  # both lines are in the node processes' pipes before rank 0's node can end the world
         return [dist.get_rank(), dist.get_world_size(), int(tensor.item()), int(os.environ["GROUP_WORLD_SIZE"])]
     finally:
         dist.destroy_process_group()
@@ -139,6 +142,17 @@ def elastic_one_node(fail_rank: int) -> list[int]:
         return [rank, dist.get_world_size()]
     finally:
         dist.destroy_process_group()
+
+
+@task(task_config=MPIJob(worker=Worker(replicas=2)))
+def mpi_exit_handlers(directory: str) -> str:
+    """Each rank registers an exit handler that leaves a file behind, as user code may do."""
+    import atexit
+    from pathlib import Path
+
+    rank = os.environ["OMPI_COMM_WORLD_RANK"]
+    atexit.register(lambda: Path(directory, f"exited-{rank}").write_text(rank))
+    return rank
 
 
 @task(task_config=MPIJob(worker=Worker(replicas=2)))

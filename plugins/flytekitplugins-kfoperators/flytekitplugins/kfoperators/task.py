@@ -4,7 +4,8 @@ Elastic), ``task_type_version`` 1. The serialization code is imported on first u
 
 Local runs (``pyflyte run`` without ``--remote``, or calling the task) execute in-process with the
 operator's environment contract for a world of one (see :mod:`.local`); Elastic launches its
-``nproc_per_node`` workers (see :mod:`.elastic`).
+``nproc_per_node`` workers (see :mod:`.elastic`). With the local-world switch (``local_world`` /
+``KUBEJOBS_LOCAL_WORLD``, see :mod:`.world`) they run the job's whole topology as local processes instead.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from typing import Any, ClassVar, Optional, TypeVar, Union
 
 from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
-from flytekit.core.context_manager import FlyteContextManager
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kubejobs.extension import EXTENSION_KEY, warn_extension_once
 
 from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 from .local import scoped_environ, world_of_one
+from .world import is_local_execution
 
 __all__ = [
     "PyTorchFunctionTask",
@@ -32,12 +33,6 @@ __all__ = [
 ]
 
 C = TypeVar("C", PyTorch, Elastic, TfJob, MPIJob, HorovodJob)
-
-
-def is_local_execution() -> bool:
-    """True outside a Flyte pod: ``pyflyte run`` without ``--remote``, or a plain call of the task."""
-    state = FlyteContextManager.current_context().execution_state
-    return bool(state is not None and state.mode is not None and state.is_local_execution())
 
 
 def _local_world_runner(config: Any) -> Optional[Callable[..., Any]]:

@@ -38,6 +38,7 @@ __all__ = [
     "LocalWorldError",
     "RecoverableLocalWorldError",
     "check_local_world",
+    "is_local_execution",
     "local_world_cap",
     "local_world_size",
     "machine_cap",
@@ -83,11 +84,12 @@ def local_world_cap(config: object) -> int:
     return machine_cap() if setting == FULL else int(setting)
 
 
-def _is_local_execution() -> bool:
+def is_local_execution() -> bool:
+    """True outside a Flyte pod: ``pyflyte run`` without ``--remote``, or a plain call of the task."""
     from flytekit import FlyteContextManager
 
     state = FlyteContextManager.current_context().execution_state
-    return bool(state is not None and state.is_local_execution())
+    return bool(state is not None and state.mode is not None and state.is_local_execution())
 
 
 def local_world_size(config: object) -> int:
@@ -95,7 +97,7 @@ def local_world_size(config: object) -> int:
     local execution and the switch asks for more. Raises ``ValueError`` when the job does not fit the cap."""
     from .world_plan import kind_of, world_size_of
 
-    if kind_of(config) is None or not _is_local_execution():
+    if kind_of(config) is None or not is_local_execution():
         return 1
     cap = local_world_cap(config)
     if cap <= 1:

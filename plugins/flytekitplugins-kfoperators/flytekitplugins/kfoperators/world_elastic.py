@@ -24,8 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .local import restored_environ
 from .world_child import adopt_decks, result_path
-from .world_launch import CHILD_MODULE, LocalWorldError, RecoverableLocalWorldError, write_payload
+from .world_launch import CHILD_MODULE, LocalWorldError, Member, RecoverableLocalWorldError, read_outcome, write_payload
 
 __all__ = ["LOCAL_MONITOR_INTERVAL", "run_elastic_node"]
 
@@ -50,21 +51,6 @@ def _own_signal_handlers() -> Iterator[None]:
                 signal.signal(getattr(signal, name), handler)
 
 
-@contextmanager
-def _environ_restored() -> Iterator[None]:
-    """torch writes to ``os.environ`` (``KMP_INIT_AT_FORK`` on import, ``TORCHELASTIC_*`` in the launcher): put
-    the caller's environment back exactly as it was."""
-    saved = dict(os.environ)
-    try:
-        yield
-    finally:
-        for name in [n for n in os.environ if n not in saved]:
-            del os.environ[name]
-        for name, value in saved.items():
-            if os.environ.get(name) != value:
-                os.environ[name] = value
-
-
 def _in_main_thread() -> bool:
     import threading
 
@@ -72,12 +58,9 @@ def _in_main_thread() -> bool:
 
 
 def _failure(workdir: Path, failed_ranks: list[int]) -> Exception:
-    import cloudpickle
-
     errors = []
     for rank in failed_ranks:
-        path = result_path(workdir, "rank", rank)
-        outcome = cloudpickle.loads(path.read_bytes()) if path.exists() else None
+        outcome = read_outcome(workdir, Member("rank", rank, {}))
         if outcome is not None and outcome[0] == "error":
             errors.append((outcome[5], rank, outcome))
     if not errors:
@@ -103,7 +86,8 @@ def run_elastic_node(
 ) -> Any:
     """Run this node's ``config.nproc_per_node`` workers of the Elastic task ``fn(**kwargs)``; ``env`` holds
     the node's ``PET_*`` variables (none: a single node)."""
-    with _environ_restored(), _own_signal_handlers():
+    # torch writes to os.environ (KMP_INIT_AT_FORK on import, TORCHELASTIC_* in the launcher): undone after.
+    with restored_environ(), _own_signal_handlers():
         return _run_node(config, fn, kwargs, env)
 
 

@@ -82,13 +82,18 @@ class WorldPlan:
     As the operator decides (a PyTorchJob succeeds with its master, a TFJob with its chief), the world is done
     once ``output_from`` has returned its value: the other members are stopped (parameter servers never exit
     by themselves), and a member failing after that point (e.g. losing the store rank 0 hosted) is ignored.
-    Under mpirun, mpirun's exit status decides, as the launcher's does for an MPIJob."""
+    Under mpirun, mpirun's exit status decides, as the launcher's does for an MPIJob.
+
+    ``ranks_label_lines``: the ranks the members start (MPI ranks, elastic workers) label their own lines
+    ``[rank-N]``; the launcher shows one prefix for them (``[rank-N]`` under mpirun, ``[worker-0/rank-N]``
+    for a rank of an elastic node) instead of adding its own in front of theirs."""
 
     kind: str
     members: tuple[Member, ...]
     output_from: Optional[str]
     mpirun: bool = False
     common_env: Mapping[str, str] = field(default_factory=dict)
+    ranks_label_lines: bool = False
 
     @property
     def size(self) -> int:
@@ -135,12 +140,13 @@ class _Process:
         assert source is not None
         for raw in iter(source.readline, b""):
             line = raw.decode("utf-8", "replace").rstrip("\n")
-            owner, own_text = self.name, line
-            labelled = _RANK_LABEL.match(line) if self.plan.mpirun else None
-            if labelled:  # each MPI rank labels its own lines
-                owner, own_text, text = labelled.group(1), line[labelled.end() :], line
-            else:
-                text = f"[{self.name}] {line}"
+            owner, own_text, label = self.name, line, self.name
+            labelled = _RANK_LABEL.match(line) if self.plan.ranks_label_lines else None
+            if labelled:  # a rank labelled its own line: mpirun has no name of its own to add
+                own_text = line[labelled.end() :]
+                label = labelled.group(1) if self.plan.mpirun else f"{self.name}/{labelled.group(1)}"
+                owner = labelled.group(1) if self.plan.mpirun else self.name
+            text = f"[{label}] {own_text}"
             if is_stderr:
                 self.tails.setdefault(owner, collections.deque(maxlen=_TAIL_LINES)).append(own_text)
             sink.write(text + "\n")
@@ -160,7 +166,7 @@ def _import_roots(target: Any) -> list[str]:
         if module is None or path is None or module.__name__ == "__main__":
             continue
         depth = module.__name__.count(".") + (1 if Path(path).name == "__init__.py" else 0)
-        roots.append(str(Path(path).resolve().parents[depth]))
+        roots.append(str(Path(os.path.abspath(path)).parents[depth]))
     return roots
 
 

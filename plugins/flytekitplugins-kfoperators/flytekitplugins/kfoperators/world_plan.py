@@ -22,17 +22,14 @@ Configs are read by their public field names, so the official plugins' configs p
 from __future__ import annotations
 
 import os
-import socket
-from contextlib import ExitStack
 from typing import Any, Optional
 
-from .local import LocalWorld, pytorch_env, tensorflow_env
+from .local import LocalWorld, free_port, pytorch_env, tensorflow_env
 from .world_launch import Member, WorldPlan
 
 __all__ = [
     "KINDS",
     "elastic_plan",
-    "free_ports",
     "kind_of",
     "mpi_plan",
     "nnodes_of",
@@ -45,17 +42,6 @@ __all__ = [
 LOCALHOST = "127.0.0.1"
 #: Config class name -> kind. Matching by name lets the official plugins' configs (drop-in API) plan too.
 KINDS = {"PyTorch": "pytorch", "Elastic": "elastic", "TfJob": "tensorflow", "MPIJob": "mpi", "HorovodJob": "mpi"}
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1 (all sockets held open until every port is picked)."""
-    with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((LOCALHOST, 0))
-            ports.append(sock.getsockname()[1])
-        return ports
 
 
 def _threads_env(world: int) -> dict[str, str]:
@@ -81,7 +67,7 @@ def pytorch_plan(workers: int) -> WorldPlan:
 
 
 def elastic_plan(min_nodes: int, max_nodes: int, nproc_per_node: int, max_restarts: int) -> WorldPlan:
-    (port,) = free_ports(1)
+    port = free_port(LOCALHOST)
     env = {
         "PET_RDZV_ENDPOINT": f"{LOCALHOST}:{port}",
         "PET_RDZV_BACKEND": "c10d",
@@ -91,7 +77,8 @@ def elastic_plan(min_nodes: int, max_nodes: int, nproc_per_node: int, max_restar
     }
     members = tuple(Member("worker", i, {**env, "_F_WN": f"local-worker-{i}"}) for i in range(max_nodes))
     # Rank 0 may land on any node (rendezvous order): the node that holds it returns the output.
-    return WorldPlan("Elastic", members, output_from=None, common_env=_common_env(max_nodes * nproc_per_node))
+    env = _common_env(max_nodes * nproc_per_node)
+    return WorldPlan("Elastic", members, output_from=None, common_env=env, ranks_label_lines=True)
 
 
 def tf_plan(chief: int, ps: int, worker: int, evaluator: int) -> WorldPlan:
@@ -107,7 +94,8 @@ def tf_plan(chief: int, ps: int, worker: int, evaluator: int) -> WorldPlan:
 
 def mpi_plan(ranks: int, kind: str = "MPIJob") -> WorldPlan:
     members = tuple(Member("rank", i, {}) for i in range(ranks))
-    return WorldPlan(kind, members, output_from="rank-0", mpirun=True, common_env=_common_env(ranks))
+    env = _common_env(ranks)
+    return WorldPlan(kind, members, output_from="rank-0", mpirun=True, common_env=env, ranks_label_lines=True)
 
 
 def kind_of(config: object) -> Optional[str]:

@@ -8,8 +8,12 @@ task with a different ``runtime_env``/``address`` restarts it (Ray fixes a job's
 The local Ray's workers import the task's module by name (a remote function's arguments and results, and
 the classes they use, are pickled by reference), and ``pyflyte run dir/file.py`` puts ``dir`` on
 ``sys.path`` only while it loads the file. So the module's code root (see :func:`code_root`) goes on the
-workers' path through ``JobConfig(code_search_path=...)``: nothing is copied, unlike a ``working_dir`` or
-``py_modules`` runtime env, which package and upload the directory.
+workers' ``sys.path`` the way Ray puts the driver script's directory and the working directory there: in the
+job config's driver sys.path (``JobConfig(_py_driver_sys_path=...)``, Ray 2.60). Nothing is copied, unlike
+a ``working_dir`` or ``py_modules`` runtime env (they package and upload the tree), and nothing else
+changes, unlike the public ``code_search_path``: it also switches Ray to loading functions from local
+modules, and a function of a module the workers cannot import (one loaded from a file under another name)
+then never reaches them and ``ray.get`` hangs.
 
 ``ray`` is imported here only, inside the functions.
 """
@@ -127,7 +131,7 @@ def ensure_local_ray(
             cpus = machine_cpus() if num_cpus is None else max(1, min(num_cpus, machine_cpus()))
             kwargs.update(num_cpus=cpus, num_gpus=0, include_dashboard=False)
             if roots:
-                kwargs["job_config"] = JobConfig(code_search_path=sorted(roots))
+                kwargs["job_config"] = JobConfig(_py_driver_sys_path=sorted(roots))
         ray.init(address=address, **kwargs)
         # Ray puts the working directory on its workers' path too, unless a working_dir replaces it.
         cwd = frozenset() if "working_dir" in (runtime_env or {}) else frozenset({os.path.abspath(os.curdir)})

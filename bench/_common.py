@@ -1,14 +1,14 @@
-"""Shared helpers for the benchmarks: a result row and a fresh-interpreter timer."""
+"""Shared helpers for the benchmarks: a result row and a median timer."""
 
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
+
+__all__ = ["Row", "median_time"]
 
 
 @dataclass
@@ -44,13 +44,3 @@ def median_time(fn: Callable[[], object], repeat: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def import_seconds(statement: str, repeat: int = 5) -> float:
-    """Median time for a fresh interpreter to run ``statement`` (startup included; subtract a baseline)."""
-    code = f"import time; t=time.perf_counter(); {statement}; print(time.perf_counter()-t)"
-    samples = []
-    for _ in range(repeat):
-        out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
-        samples.append(float(out.strip().splitlines()[-1]))
-    return statistics.median(samples)

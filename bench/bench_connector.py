@@ -28,6 +28,8 @@ from typing import Any
 import yaml
 from _common import Row
 
+__all__ = ["rows"]
+
 JOBS = 1000
 ROUNDS = 3
 CONCURRENCY = 32

@@ -20,6 +20,8 @@ sys.path.insert(0, str(HERE))
 
 from _common import Row  # noqa: E402
 
+__all__ = ["main"]
+
 
 def main(argv: list[str]) -> int:
     only = set(argv)

@@ -14,6 +14,7 @@ from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
 from flytekit import Resources, task
 from flytekitplugins.kfoperators import (
     PS,
+    ComputeTemplate,
     Elastic,
     Launcher,
     MPIJob,
@@ -106,3 +107,17 @@ def test_mpi_job_runs_mpirun_on_the_launcher(register: Register, crd_dir: Path) 
     assert launcher["args"][:1] == ["mpirun"] and launcher["args"][launcher["args"].index("-np") + 1] == "4"
     worker = next(c for c in specs["Worker"]["template"]["spec"]["containers"] if c["name"] == "mpi")
     assert worker["args"] == ["sshd", "-D"]
+
+
+@pytest.mark.usefixtures("fresh_extension_warnings")
+def test_a_compute_templates_accelerators_all_reach_the_container(register: Register, crd_dir: Path) -> None:
+    mixed = ComputeTemplate(
+        name="mixed", cpu=4, gpu=2, gpu_resource_name="amd.com/gpu", extended_resources={"nvidia.com/gpu": 1}
+    )
+    with pytest.warns(UserWarning, match="kubejobs"):
+        obj = _build(register, PyTorch(worker=Worker(replicas=1, compute_template=mixed)), crd_dir)
+    resources = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]
+    for side in ("requests", "limits"):
+        assert resources[side]["amd.com/gpu"] == "2"
+        assert resources[side]["nvidia.com/gpu"] == "1"
+        assert resources[side]["cpu"] == "4"

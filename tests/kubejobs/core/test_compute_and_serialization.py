@@ -94,3 +94,16 @@ def test_extension_warning_is_given_once_per_kind_and_names_the_key():
         warn_extension_once("test-kind", ext)
     assert len(caught) == 1
     assert EXTENSION_KEY in str(caught[0].message) and "nodeSelector" in str(caught[0].message)
+
+
+def test_an_nvidia_gpu_next_to_another_accelerator_is_kept_in_the_extension():
+    # The IDL's GPU count means the template's accelerator (amd.com/gpu); an nvidia.com/gpu asked for as an
+    # extended resource must still reach the backend, not vanish between the two.
+    mixed = ComputeTemplate(
+        name="mixed", gpu=2, gpu_resource_name="amd.com/gpu", extended_resources={"nvidia.com/gpu": 1}
+    )
+    ext = build_extension({"Worker": Worker(replicas=1, compute_template=mixed)}, None)
+    assert ext is not None
+    spec = ext["replicaSpecs"]["Worker"]
+    assert spec["gpuResourceName"] == "amd.com/gpu"
+    assert spec["resources"] == {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}

@@ -18,13 +18,19 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Optional, TypeVar, Union
 
-from flytekitplugins.kubejobs.fields import INT32_MAX, check_int, check_optional_int, check_optional_str
+from flytekitplugins.kubejobs.fields import (
+    INT32_MAX,
+    check_int,
+    check_optional_bool,
+    check_optional_int,
+    check_optional_str,
+)
 from flytekitplugins.kubejobs.policies import RunPolicy
 from flytekitplugins.kubejobs.roles import ReplicaRole
 
 from .roles import PS, Chief, Evaluator, Launcher, Master, Worker
 
-__all__ = ["PyTorch", "Elastic", "TfJob", "MPIJob", "HorovodJob", "parse_nnodes"]
+__all__ = ["PyTorch", "Elastic", "TfJob", "MPIJob", "HorovodJob"]
 
 R = TypeVar("R", bound=ReplicaRole)
 
@@ -72,11 +78,7 @@ def _merge_count(owner: str, old_name: str, old: object, role_field: str, role: 
 
 
 def _check_shared_mem(owner: str, value: object) -> None:
-    if value is None:
-        return
-    if not isinstance(value, bool):
-        raise TypeError(f"{owner}.increase_shared_mem must be a bool, got {value!r}")
-    if value:
+    if check_optional_bool(f"{owner}.increase_shared_mem", value):
         warnings.warn(
             f"{owner}.increase_shared_mem is deprecated: use @task(shared_memory=True)",
             DeprecationWarning,
@@ -237,7 +239,7 @@ class TfJob(_JobConfig):
             raise ValueError(f"TfJob.chief.replicas must be 0 or 1 (one chief at most), got {self.chief.replicas!r}")
 
 
-def _mpi_post_init(cfg: Union[MPIJob, HorovodJob], owner: str) -> None:
+def _validate_mpi(cfg: Union[MPIJob, HorovodJob], owner: str) -> None:
     launcher = _check_role(owner, "launcher", cfg.launcher, Launcher, mpi=True)
     worker = _check_role(owner, "worker", cfg.worker, Worker, mpi=True)
     if cfg.num_launcher_replicas is not None:
@@ -272,7 +274,7 @@ class MPIJob(_JobConfig):
     num_workers: Optional[int] = None
 
     def _validate(self) -> None:
-        _mpi_post_init(self, "MPIJob")
+        _validate_mpi(self, "MPIJob")
 
 
 @dataclass(frozen=True)
@@ -291,9 +293,8 @@ class HorovodJob(_JobConfig):
     num_workers: Optional[int] = None
 
     def _validate(self) -> None:
-        _mpi_post_init(self, "HorovodJob")
-        if self.verbose is not None and not isinstance(self.verbose, bool):
-            raise TypeError(f"HorovodJob.verbose must be a bool, got {self.verbose!r}")
+        _validate_mpi(self, "HorovodJob")
+        check_optional_bool("HorovodJob.verbose", self.verbose)
         check_optional_str("HorovodJob.log_level", self.log_level)
         if self.log_level is not None:
             level = self.log_level.strip().upper()

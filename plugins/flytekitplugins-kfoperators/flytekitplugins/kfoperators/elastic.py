@@ -24,7 +24,7 @@ from .config import Elastic
 from .local import restored_environ
 from .serialize import RDZV_BACKEND
 
-__all__ = ["WorkerResult", "RECOVERABLE_MARKER", "run_elastic", "spawned_worker"]
+__all__ = ["run_elastic"]
 
 RECOVERABLE_MARKER = "recoverable_error"
 TORCH_MISSING = "Elastic needs torch: pip install 'flytekitplugins-kfoperators[elastic]'"

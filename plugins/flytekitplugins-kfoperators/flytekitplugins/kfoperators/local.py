@@ -27,8 +27,6 @@ __all__ = [
     "pytorch_env",
     "tensorflow_env",
     "mpi_env",
-    "ENV_FUNCTIONS",
-    "ROLE_OF_ONE",
     "world_of_one",
     "scoped_environ",
     "restored_environ",

@@ -25,7 +25,7 @@ from flytekitplugins.kubejobs.compute import ComputeTemplate
 from flytekitplugins.kubejobs.policies import RestartPolicy
 from flytekitplugins.kubejobs.roles import ReplicaRole
 
-__all__ = ["Worker", "Master", "PS", "Chief", "Evaluator", "Launcher", "RoleExtensions", "check_command"]
+__all__ = ["Worker", "Master", "PS", "Chief", "Evaluator", "Launcher", "RoleExtensions"]
 
 Command = Union[str, Sequence[str]]
 

@@ -29,7 +29,6 @@ __all__ = [
     "TensorflowFunctionTask",
     "MPIFunctionTask",
     "HorovodFunctionTask",
-    "is_local_execution",
 ]
 
 C = TypeVar("C", PyTorch, Elastic, TfJob, MPIJob, HorovodJob)
@@ -114,7 +113,9 @@ class ElasticFunctionTask(_KubeflowTask[Elastic]):
         if isinstance(task_config, Elastic) and task_config.single_node:
             kwargs["task_type"] = "python-task"
         if importlib.util.find_spec("torch") is None:
-            raise ImportError("Elastic needs torch: pip install 'flytekitplugins-kfoperators[elastic]'")
+            from .elastic import TORCH_MISSING
+
+            raise ImportError(TORCH_MISSING)
         super().__init__(task_config, task_function, **_task_kwargs(task_config, kwargs))
 
     def _custom(self) -> Optional[dict[str, Any]]:

@@ -32,7 +32,6 @@ from typing import Any, Optional, Union
 from .world_launch import LocalWorldError, RecoverableLocalWorldError
 
 __all__ = [
-    "ElasticNode",
     "FULL",
     "LOCAL_WORLD_ENV",
     "LocalWorldError",

@@ -40,7 +40,6 @@ __all__ = [
     "RecoverableLocalWorldError",
     "WorldPlan",
     "launch",
-    "mpirun_or_explain",
     "read_outcome",
     "write_payload",
 ]

@@ -45,8 +45,9 @@ __all__ = [
 EXTENSION_KEY = "kubejobs"
 EXTENSION_VERSION = 1
 
-# Resource names the IDL's Resources message carries (CPU, MEMORY, GPU, EPHEMERAL_STORAGE).
-IDL_RESOURCE_NAMES = frozenset({"cpu", "memory", "ephemeral-storage", DEFAULT_GPU_RESOURCE_NAME})
+# Resource names the IDL's Resources message carries besides its GPU count (CPU, MEMORY, EPHEMERAL_STORAGE);
+# the GPU entry is whichever accelerator the role's compute template names.
+IDL_RESOURCE_NAMES = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 
 class _ResourceMaps(TypedDict, total=False):

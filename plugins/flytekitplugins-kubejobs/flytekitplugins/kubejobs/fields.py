@@ -16,6 +16,8 @@ __all__ = [
     "INT32_MAX",
     "check_int",
     "check_optional_int",
+    "check_bool",
+    "check_optional_bool",
     "check_str",
     "check_optional_str",
     "check_str_map",
@@ -39,6 +41,17 @@ def check_int(field: str, value: object, *, minimum: int = 0, maximum: int = INT
 
 def check_optional_int(field: str, value: object, *, minimum: int = 0, maximum: int = INT32_MAX) -> int | None:
     return None if value is None else check_int(field, value, minimum=minimum, maximum=maximum)
+
+
+def check_bool(field: str, value: object) -> bool:
+    """Return ``value`` if it is a bool; ints (even 0 and 1) and strings are refused."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{field} must be a bool, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_optional_bool(field: str, value: object) -> bool | None:
+    return None if value is None else check_bool(field, value)
 
 
 def check_str(field: str, value: object, *, allow_empty: bool = False) -> str:

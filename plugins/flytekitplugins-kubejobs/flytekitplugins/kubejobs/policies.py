@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from .fields import check_optional_int, check_optional_str, coerce_enum
+from .fields import check_optional_bool, check_optional_int, check_optional_str, coerce_enum
 
 __all__ = ["RestartPolicy", "CleanPodPolicy", "SchedulingPolicy", "RunPolicy"]
 
@@ -110,7 +110,6 @@ class RunPolicy:
         check_optional_int("RunPolicy.ttl_seconds_after_finished", self.ttl_seconds_after_finished)
         check_optional_int("RunPolicy.active_deadline_seconds", self.active_deadline_seconds)
         check_optional_int("RunPolicy.backoff_limit", self.backoff_limit)
-        if self.suspend is not None and not isinstance(self.suspend, bool):
-            raise TypeError(f"RunPolicy.suspend must be a bool, got {self.suspend!r}")
+        check_optional_bool("RunPolicy.suspend", self.suspend)
         if self.scheduling_policy is not None and not isinstance(self.scheduling_policy, SchedulingPolicy):
             raise TypeError(f"RunPolicy.scheduling_policy must be a SchedulingPolicy, got {self.scheduling_policy!r}")

@@ -22,12 +22,12 @@ from typing import Optional
 from flytekit import Resources
 
 __all__ = [
-    "Resources",
     "DEFAULT_GPU_RESOURCE_NAME",
     "parse_quantity",
     "check_quantity",
     "normalize_resources",
     "resources_to_k8s",
+    "merge_quantities",
 ]
 
 DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Optional
 from flytekit import PodTemplate, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate
 from flytekitplugins.kubejobs.fields import (
+    check_bool,
     check_int,
     check_optional_int,
     check_optional_str,
@@ -68,11 +69,6 @@ def _check_start_params(field: str, value: object) -> Optional[dict[str, str]]:
             if isinstance(item, float):
                 raise TypeError(f"{field}[{key!r}] must be a str (or int/bool), got {item!r} (float)")
     return check_str_map(field, value, convert_scalars=True)
-
-
-def _check_bool(field: str, value: object) -> None:
-    if not isinstance(value, bool):
-        raise TypeError(f"{field} must be a bool, got {value!r} ({type(value).__name__})")
 
 
 def _check_compute_template(field: str, value: object) -> None:
@@ -228,14 +224,14 @@ class RayJobConfig:
         set_(self, "worker_node_config", tuple(groups))
         if self.head_node_config is not None and not isinstance(self.head_node_config, HeadNodeConfig):
             raise TypeError(f"RayJobConfig.head_node_config must be a HeadNodeConfig, got {self.head_node_config!r}")
-        _check_bool("RayJobConfig.enable_autoscaling", self.enable_autoscaling)
+        check_bool("RayJobConfig.enable_autoscaling", self.enable_autoscaling)
         options = self.autoscaler_options
         if options is not None and not isinstance(options, AutoscalerOptionsConfig):
             raise TypeError(f"RayJobConfig.autoscaler_options must be an AutoscalerOptionsConfig, got {options!r}")
         if self.runtime_env is not None:
             set_(self, "runtime_env", check_runtime_env("RayJobConfig.runtime_env", self.runtime_env))
         check_optional_str("RayJobConfig.address", self.address)
-        _check_bool("RayJobConfig.shutdown_after_job_finishes", self.shutdown_after_job_finishes)
+        check_bool("RayJobConfig.shutdown_after_job_finishes", self.shutdown_after_job_finishes)
         check_optional_int("RayJobConfig.ttl_seconds_after_finished", self.ttl_seconds_after_finished)
         if self.ttl_seconds_after_finished and not self.shutdown_after_job_finishes:
             warnings.warn(

@@ -3,7 +3,7 @@
 One rule combines a group's pod template, compute template and requests/limits
 (:func:`flytekitplugins.kubejobs.compute.resolve_requirements`): the pod template's Ray container is the
 base, the compute template is laid over it, explicit requests/limits win, resource by resource. Node
-selectors merge (template keys win); tolerations are appended. The user's ``PodTemplate`` is copied, never
+selectors merge (compute template keys win); tolerations are appended. The user's ``PodTemplate`` is copied, never
 changed.
 
 The Ray container is the template's container named ``ray-head``/``ray-worker`` or, failing that, the one

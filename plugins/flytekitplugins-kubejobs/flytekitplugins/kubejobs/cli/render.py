@@ -124,7 +124,8 @@ def to_version_0(template: Any) -> list[str]:
     template.custom.update(json_format.MessageToDict(old))
     template.task_type_version = 0
     dropped = sorted(set(custom) - kept)
-    # Per-role images, resources and restart policies (written at the role and in `common`) are lost too.
+    # Per-role images, resources and restart policies (at the role, or in `common` where a custom has it)
+    # are lost too.
     for role in sorted(k for k in kept & set(custom) if k.endswith("Replicas")):
         spec = custom[role] if isinstance(custom[role], dict) else {}
         common: dict[str, Any] = spec["common"] if isinstance(spec.get("common"), dict) else {}

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from flytekitplugins.raycluster import local
 
 pytestmark = pytest.mark.slow
 
@@ -68,10 +67,3 @@ def test_a_remote_function_of_a_plain_directory_module_runs_on_local_ray_workers
     # 2 * (0 + 1 + 2 + 3), computed in Ray workers that imported the module by its own name
     assert "sum=12 modules=['plain_tasks']" in out.stdout
     assert "ModuleNotFoundError" not in out.stderr
-
-
-def test_code_root_is_the_directory_above_the_top_package(tmp_path: Path) -> None:
-    # a module of this test suite, a module of a package and a plain module: where `import <name>` finds each
-    assert local.code_root(local.code_root) == str(Path(local.__file__).parents[2])  # flytekitplugins.raycluster.local
-    assert local.code_root(len) is None  # builtins: no file
-    assert local.code_root(type("InMain", (), {"__module__": "__main__"})) is None  # Ray adds the script's directory

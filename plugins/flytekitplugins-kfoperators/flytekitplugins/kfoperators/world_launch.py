@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any, Optional
 
 from flytekit.exceptions.user import FlyteRecoverableException
+from flytekitplugins.kubejobs.codepath import code_root
 
 from .world_child import PAYLOAD_FILE, RANK_ENV, adopt_decks, result_path
 
@@ -154,19 +155,9 @@ class _Process:
 
 
 def _import_roots(target: Any) -> list[str]:
-    """Directories from which the task function's module imports by name in a fresh interpreter.
-
-    ``pyflyte run file.py`` imports ``file`` with its directory on ``sys.path`` only while loading it, so the
-    children get the module's root explicitly (a pod imports it from the code root the same way)."""
-    roots = []
-    for obj in (target, getattr(target, "fn", None)):
-        module = sys.modules.get(getattr(obj, "__module__", None) or "")
-        path = getattr(module, "__file__", None)
-        if module is None or path is None or module.__name__ == "__main__":
-            continue
-        depth = module.__name__.count(".") + (1 if Path(path).name == "__init__.py" else 0)
-        roots.append(str(Path(os.path.abspath(path)).parents[depth]))
-    return roots
+    """Directories from which the task function's module imports by name in a fresh interpreter."""
+    roots = (code_root(obj) for obj in (target, getattr(target, "fn", None)))
+    return [root for root in roots if root is not None]
 
 
 def write_payload(

@@ -5,15 +5,15 @@ config's runtime_env applied. It is started once and reused by the following Ray
 task with a different ``runtime_env``/``address`` restarts it (Ray fixes a job's runtime env at
 ``ray.init``). A Ray the caller started is reused as is. Ray is shut down at process exit.
 
-The local Ray's workers import the task's module by name (a remote function's arguments and results, and
-the classes they use, are pickled by reference), and ``pyflyte run dir/file.py`` puts ``dir`` on
-``sys.path`` only while it loads the file. So the module's code root (see :func:`code_root`) goes on the
-workers' ``sys.path`` the way Ray puts the driver script's directory and the working directory there: in the
-job config's driver sys.path (``JobConfig(_py_driver_sys_path=...)``, Ray 2.60). Nothing is copied, unlike
-a ``working_dir`` or ``py_modules`` runtime env (they package and upload the tree), and nothing else
-changes, unlike the public ``code_search_path``: it also switches Ray to loading functions from local
-modules, and a function of a module the workers cannot import (one loaded from a file under another name)
-then never reaches them and ``ray.get`` hangs.
+The local Ray's workers import the task's module by name (a remote function's arguments and results, and the
+classes they use, are pickled by reference), and ``pyflyte run dir/file.py`` puts ``dir`` on ``sys.path`` only
+while it loads the file. So the module's code root (:func:`flytekitplugins.kubejobs.codepath.code_root`) goes
+on the workers' ``sys.path`` the way Ray puts the driver script's directory and the working directory there:
+in the job config's driver sys.path (``JobConfig(_py_driver_sys_path=...)``, Ray 2.60). Nothing is copied,
+unlike a ``working_dir`` or ``py_modules`` runtime env (they package and upload the tree), and nothing else
+changes, unlike the public ``code_search_path``: it also switches Ray to loading functions from local modules,
+and a function of a module the workers cannot import (one loaded from a file under another name) then never
+reaches them and ``ray.get`` hangs.
 
 ``ray`` is imported here only, inside the functions.
 """
@@ -23,18 +23,15 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import sys
 import threading
 import warnings
 from collections.abc import Iterable
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Optional
 
 from .runtime_env import driver_runtime_env
 
 __all__ = [
-    "code_root",
     "import_ray",
     "machine_cpus",
     "ensure_local_ray",
@@ -68,23 +65,6 @@ def machine_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
-
-
-def code_root(fn: object) -> Optional[str]:
-    """The directory from which the module defining ``fn`` imports by its name (the directory above its top
-    package, or its own directory for a plain module); None for ``__main__`` (Ray adds the script's
-    directory itself) and for modules without a file.
-
-    >>> import json.decoder
-    >>> Path(code_root(json.decoder.JSONDecoder)) == Path(json.__file__).parents[1]
-    True
-    """
-    module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    path = getattr(module, "__file__", None)
-    if module is None or path is None or module.__name__ == "__main__":
-        return None
-    levels_up = module.__name__.count(".") + (1 if Path(path).name == "__init__.py" else 0)
-    return str(Path(os.path.abspath(path)).parents[levels_up])
 
 
 def _key(address: Optional[str], runtime_env: Optional[dict[str, Any]]) -> tuple[Optional[str], str]:

@@ -33,7 +33,9 @@ class RayFunctionTask(PythonFunctionTask[RayJobConfig]):  # type: ignore[misc]
 
     # .local and .serialize are imported when used: `import flytekitplugins.raycluster` stays small.
     def pre_execute(self, user_params: Optional[ExecutionParameters]) -> Optional[ExecutionParameters]:
-        from .local import attach_to_job_cluster, code_root, ensure_local_ray
+        from flytekitplugins.kubejobs.codepath import code_root
+
+        from .local import attach_to_job_cluster, ensure_local_ray
 
         cfg: RayJobConfig = self.task_config
         state = FlyteContextManager.current_context().execution_state

@@ -1,7 +1,7 @@
 """The child side of a local world: one process of a local distributed run.
 
 The parent (:mod:`.world_launch`) writes the cloudpickled target and its keyword arguments to
-``<workdir>/payload.pkl`` and starts ``python -m flytekitplugins.kfoperators.world_child <workdir> <role>
+``<workdir>/payload.pkl`` and starts ``python -m flytekitplugins.kfoperators.world_main <workdir> <role>
 <index>``, either directly or under ``mpirun`` / torch's elastic agent (then ``<index>`` is ``env:<VAR>``:
 the rank comes from ``OMPI_COMM_WORLD_RANK`` / ``RANK``). The child rebuilds a minimal flytekit execution
 context (as a pod's ``pyflyte-execute`` would), runs the target and writes its outcome, pickled, to
@@ -195,7 +195,3 @@ def exit_now(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-if __name__ == "__main__":
-    exit_now(main(sys.argv[1:]))

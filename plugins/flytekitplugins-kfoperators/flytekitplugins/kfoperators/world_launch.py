@@ -45,7 +45,7 @@ __all__ = [
     "write_payload",
 ]
 
-CHILD_MODULE = "flytekitplugins.kfoperators.world_child"
+CHILD_MODULE = "flytekitplugins.kfoperators.world_main"
 #: Seconds between SIGTERM and SIGKILL when the world is stopped.
 GRACE_SECONDS = 5.0
 _TAIL_LINES = 30

@@ -102,6 +102,29 @@ def parse_nnodes(value: object) -> tuple[int, int]:
     return low, high
 
 
+LOCAL_WORLD_ENV = "KUBEJOBS_LOCAL_WORLD"
+FULL = "full"
+#: The ``local_world`` switch (see :mod:`.world`); checked here so configs need no runtime import.
+LocalWorldSetting = Union[int, str]
+
+
+def check_local_world(field: str, value: object) -> Optional[LocalWorldSetting]:
+    """Validate a ``local_world`` setting: ``None``, ``"full"`` or an int >= 1 (digits in a str are accepted)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == FULL:
+            return FULL
+        if text.isdigit():
+            value = int(text)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        raise ValueError(f"{field} must be 'full' or an int >= 1, got {value!r}")
+    raise TypeError(f"{field} must be 'full' or an int >= 1, got {value!r} ({type(value).__name__})")
+
+
 @dataclass(frozen=True)
 class _JobConfig:
     """The base of every job config: the keyword-only ``local_world`` switch, then the config's own checks.
@@ -114,8 +137,6 @@ class _JobConfig:
 
     def __post_init__(self) -> None:
         if self.local_world is not None:
-            from .world import check_local_world
-
             name = f"{type(self).__name__}.local_world"
             object.__setattr__(self, "local_world", check_local_world(name, self.local_world))
         self._validate()

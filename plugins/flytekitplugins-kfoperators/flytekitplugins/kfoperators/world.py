@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, Optional, Union
+from typing import Any
 
+from .config import FULL, LOCAL_WORLD_ENV, check_local_world
 from .world_launch import LocalWorldError, RecoverableLocalWorldError
 
 __all__ = [
@@ -43,27 +44,6 @@ __all__ = [
     "machine_cap",
     "run_local_world",
 ]
-
-LOCAL_WORLD_ENV = "KUBEJOBS_LOCAL_WORLD"
-FULL = "full"
-LocalWorldSetting = Union[int, str]
-
-
-def check_local_world(field: str, value: object) -> Optional[LocalWorldSetting]:
-    """Validate a ``local_world`` setting: ``None``, ``"full"`` or an int >= 1 (digits in a str are accepted)."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == FULL:
-            return FULL
-        if text.isdigit():
-            value = int(text)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    if isinstance(value, (int, str)) and not isinstance(value, bool):
-        raise ValueError(f"{field} must be 'full' or an int >= 1, got {value!r}")
-    raise TypeError(f"{field} must be 'full' or an int >= 1, got {value!r} ({type(value).__name__})")
 
 
 def machine_cap() -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,3 +25,11 @@ def crd_dir() -> Path:
     if not (CRD_DIR / "kubeflow.org_pytorchjobs.json").exists():
         pytest.fail(f"CRD schemas not found in {CRD_DIR}; set KUBEJOBS_CRD_DIR")
     return CRD_DIR
+
+
+@pytest.fixture(scope="session")
+def schemas(crd_dir: Path) -> Any:
+    """The official CRD schemas as a SchemaSet, compiled once per test session."""
+    from flytekitplugins.kubejobs.schema import SchemaSet
+
+    return SchemaSet.from_dir(crd_dir)

@@ -34,13 +34,6 @@ def _job(name: str, replicas: Any = 1, labels: dict[str, str] | None = None) -> 
     }
 
 
-@pytest.fixture(scope="module")
-def schemas(crd_dir: Path) -> Any:
-    from flytekitplugins.kubejobs.schema import SchemaSet
-
-    return SchemaSet.from_dir(crd_dir)
-
-
 @pytest.fixture
 def server(crd_dir: Path, schemas: Any) -> Iterator[FakeApiServer]:
     with FakeApiServer(crd_dir=crd_dir, schemas=schemas, max_watch_seconds=2) as fake:

@@ -133,13 +133,6 @@ async def get_until(
     return last[0]
 
 
-@pytest.fixture(scope="session")
-def schemas(crd_dir: Path) -> Any:
-    from flytekitplugins.kubejobs.schema import SchemaSet
-
-    return SchemaSet.from_dir(crd_dir)
-
-
 @pytest.fixture
 def server(crd_dir: Path, schemas: Any) -> Iterator[FakeApiServer]:
     with FakeApiServer(crd_dir=crd_dir, schemas=schemas, max_watch_seconds=5) as fake:

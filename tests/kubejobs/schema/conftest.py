@@ -6,11 +6,9 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from flytekitplugins.kubejobs.schema import SchemaSet
 
 
 def _container(name: str, **extra: Any) -> dict[str, Any]:
@@ -137,11 +135,6 @@ OBJECTS: dict[str, dict[str, Any]] = {
         "spec": {"headGroupSpec": {"rayStartParams": {}, "template": _template(_container("ray-head"))}},
     },
 }
-
-
-@pytest.fixture(scope="session")
-def schemas(crd_dir: Path) -> SchemaSet:
-    return SchemaSet.from_dir(crd_dir)
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,10 @@ runtime_env applied, reused across the tasks of one run, restarted only when the
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -182,3 +184,47 @@ def test_the_local_ray_is_shut_down_at_process_exit(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-3000:]
     assert "RESULT: 1 True" in out.stdout  # still up after the task: reused by the run's next Ray task
     assert "AT-EXIT ray initialized: False" in out.stdout
+
+
+ENV_SCRIPT = """
+import os
+
+import ray
+from flytekit import task
+from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+
+
+@task(task_config=RayJobConfig([WorkerNodeConfig("w", 1)]))
+def one() -> int:
+    return int(ray.get(ray.remote(lambda: 1).remote()))
+
+
+before = dict(os.environ)
+print("RESULT:", one())
+print("ENV UNCHANGED:", dict(os.environ) == before, sorted(set(os.environ) ^ set(before)))
+print("SESSION FILES:", sorted(n for n in os.listdir(os.environ["TMPDIR"]) if "ray" in n))
+"""
+
+
+def test_a_local_run_cleans_its_session_files_and_keeps_the_environment(tmp_path: Path) -> None:
+    """Ray's session files (logs, sockets, a pip runtime env's virtualenv copy) live in a private temporary
+    directory while the run lasts and are gone after it; Ray's token notices are not printed; the
+    process environment is as it was (ray.init sets RAY_AUTH_MODE in it)."""
+    # A short $TMPDIR: Ray's Unix socket paths under it must fit in 107 bytes.
+    tmp = Path(tempfile.mkdtemp(prefix="kj-", dir="/tmp"))
+    (tmp_path / "env_script.py").write_text(ENV_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {"TMPDIR": str(tmp)}
+    out = subprocess.run(
+        [sys.executable, "env_script.py"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "RESULT: 1" in out.stdout
+    assert "ENV UNCHANGED: True []" in out.stdout
+    session = [line for line in out.stdout.splitlines() if line.startswith("SESSION FILES:")]
+    assert len(session) == 1 and session[0].startswith("SESSION FILES: ['kubejobs-ray-") and "'ray'" not in session[0]
+    try:
+        # removed at exit, and nothing under $TMPDIR/ray (Ray's default) either; flytekit's own dirs may stay
+        assert [n for n in os.listdir(tmp) if "ray" in n] == []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert "Token authentication" not in out.stderr and "authentication token" not in out.stderr

@@ -15,17 +15,27 @@ changes, unlike the public ``code_search_path``: it also switches Ray to loading
 and a function of a module the workers cannot import (one loaded from a file under another name) then never
 reaches them and ``ray.get`` hangs.
 
+A local Ray keeps its session files (logs, sockets, and for a ``pip`` runtime env a copy of the current
+virtualenv: Ray clones the driver's virtualenv before installing into it) in a private temporary directory
+that is removed when Ray is shut down, instead of leaving them under ``/tmp/ray``. Ray's own start-up notices
+about token authentication are silenced (the token stays on: a local Ray still requires it), and the
+variables ``ray.init`` sets in ``os.environ`` are taken out again: the caller's environment is left as it was.
+
 ``ray`` is imported here only, inside the functions.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
+import logging
 import os
+import shutil
+import tempfile
 import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from types import ModuleType
 from typing import Any, Optional
 
@@ -48,7 +58,47 @@ _lock = threading.Lock()
 _started: Optional[tuple[Optional[str], str]] = None
 # The code roots on its workers' path.
 _started_roots: frozenset[str] = frozenset()
+# The temporary directory holding the session files of the local Ray this module started.
+_started_temp_dir: Optional[str] = None
 _atexit_registered = False
+
+# Ray's logger for its token-authentication notices.
+_RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+class _DropTokenNotices(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("Token authentication is enabled") or "authentication token" in message)
+
+
+@contextlib.contextmanager
+def _quiet_ray_init() -> Iterator[None]:
+    """Around ``ray.init``: drop Ray's token-auth notices, and put ``os.environ`` back as it was (ray.init
+    sets ``RAY_AUTH_MODE``, ``RAY_USAGE_STATS_ENABLED`` and ``PYTHONBREAKPOINT`` in it).
+
+    The driver keeps what those variables selected: Ray caches its config at init, and the processes it
+    started got the variables at their start."""
+    log = logging.getLogger(_RAY_AUTH_LOGGER)
+    notices = _DropTokenNotices()
+    before = dict(os.environ)
+    log.addFilter(notices)
+    try:
+        yield
+    finally:
+        log.removeFilter(notices)
+        for name in set(os.environ) - set(before):
+            del os.environ[name]
+        for name, value in before.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+
+
+def _remove_temp_dir() -> None:
+    global _started_temp_dir
+    if _started_temp_dir is not None:
+        shutil.rmtree(_started_temp_dir, ignore_errors=True)
+        _started_temp_dir = None
 
 
 def import_ray() -> ModuleType:
@@ -84,7 +134,7 @@ def ensure_local_ray(
     machine's when ``num_cpus`` is None), no GPUs and ``code_roots`` on its workers' ``sys.path`` (a Ray
     we started without one of them is restarted with it); with one, Ray connects to that cluster.
     """
-    global _started, _started_roots, _atexit_registered
+    global _started, _started_roots, _started_temp_dir, _atexit_registered
     ray = import_ray()
     key = _key(address, runtime_env)
     roots = frozenset(code_roots) if address is None else frozenset()
@@ -101,6 +151,7 @@ def ensure_local_ray(
                     )
                 return
             ray.shutdown()  # ours, with another runtime env, address or code root
+            _remove_temp_dir()
             if address is None:
                 roots |= _started_roots  # the earlier tasks' modules stay importable
             _started, _started_roots = None, frozenset()
@@ -109,10 +160,17 @@ def ensure_local_ray(
             from ray.job_config import JobConfig
 
             cpus = machine_cpus() if num_cpus is None else max(1, min(num_cpus, machine_cpus()))
-            kwargs.update(num_cpus=cpus, num_gpus=0, include_dashboard=False)
+            # A short path: Ray's Unix sockets live under it (sun_path holds ~107 bytes).
+            _started_temp_dir = tempfile.mkdtemp(prefix="kubejobs-ray-")
+            kwargs.update(num_cpus=cpus, num_gpus=0, include_dashboard=False, _temp_dir=_started_temp_dir)
             if roots:
                 kwargs["job_config"] = JobConfig(_py_driver_sys_path=sorted(roots))
-        ray.init(address=address, **kwargs)
+        try:
+            with _quiet_ray_init():
+                ray.init(address=address, **kwargs)
+        except BaseException:
+            _remove_temp_dir()
+            raise
         # Ray puts the working directory on its workers' path too, unless a working_dir replaces it.
         cwd = frozenset() if "working_dir" in (runtime_env or {}) else frozenset({os.path.abspath(os.curdir)})
         _started, _started_roots = key, roots | cwd
@@ -132,6 +190,7 @@ def shutdown_local_ray() -> None:
 
         if ray.is_initialized():
             ray.shutdown()
+        _remove_temp_dir()
 
 
 def job_runtime_env() -> Optional[dict[str, Any]]:

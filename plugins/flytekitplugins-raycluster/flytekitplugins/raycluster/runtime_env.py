@@ -38,9 +38,45 @@ def _check_str_keys(field: str, value: object) -> None:
             _check_str_keys(f"{field}[{i}]", item)
 
 
+# The package-manager keys Ray allows at most one of, and the fields each one's dict form may have.
+_INSTALLERS = {
+    "pip": ("packages", "pip_check", "pip_install_options", "pip_version"),
+    "uv": ("packages", "uv_version", "uv_check", "uv_pip_install_options"),
+    "conda": None,
+}
+
+
+def _check_str_list(field: str, value: object) -> None:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise TypeError(f"{field} must be a list of str, got {value!r}")
+
+
+def _check_packages(field: str, key: str, value: object) -> None:
+    """``pip`` / ``uv``: a list of requirement strings, a requirements file path (pip), or a dict with
+    ``packages`` and the options Ray knows; ``conda``: an environment name or an environment dict."""
+    name = f"{field}[{key!r}]"
+    if key == "conda":
+        if not isinstance(value, (str, dict)):
+            raise TypeError(f"{name} must be an environment name (str) or an environment dict, got {value!r}")
+        return
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - set(_INSTALLERS[key] or ()))
+        if unknown:
+            raise ValueError(f"{name} may only have the fields {', '.join(_INSTALLERS[key] or ())}, got {unknown}")
+        if "packages" not in value:
+            raise ValueError(f"{name} must have the field 'packages', got {value!r}")
+        value = value["packages"]
+        name = f"{name}['packages']"
+    if isinstance(value, str) and key == "pip":
+        return  # a requirements file, read where Ray installs the env
+    _check_str_list(name, value)
+
+
 def check_runtime_env(field: str, value: object) -> dict[str, Any]:
-    """A JSON copy of ``value`` (tuples become lists), refusing what Ray would refuse on the cluster:
-    non-dicts, values JSON cannot carry, non-str ``env_vars`` values, a non-str ``working_dir``."""
+    """A JSON copy of ``value`` (tuples become lists), refusing what Ray's own ``RuntimeEnv()`` would
+    refuse on the cluster: non-dicts, values JSON cannot carry, non-str ``env_vars`` values, a non-str
+    ``working_dir``, ``pip``/``uv``/``conda`` of the wrong shape or more than one of them, ``excludes`` and
+    ``py_modules`` that are not lists of str (a str would be read as a list of its characters)."""
     env = check_json_object(field, value)
     _check_str_keys(field, env)
     normalized: dict[str, Any] = json.loads(json.dumps(env))
@@ -48,6 +84,14 @@ def check_runtime_env(field: str, value: object) -> dict[str, Any]:
         check_str_map(f"{field}['env_vars']", normalized["env_vars"])
     if "working_dir" in normalized:
         check_str(f"{field}['working_dir']", normalized["working_dir"])
+    installers = [key for key in _INSTALLERS if key in normalized]
+    if len(installers) > 1:
+        raise ValueError(f"{field} may set only one of 'pip', 'uv' and 'conda', got {installers}")
+    for key in installers:
+        _check_packages(field, key, normalized[key])
+    for key in ("excludes", "py_modules"):
+        if key in normalized:
+            _check_str_list(f"{field}[{key!r}]", normalized[key])
     return normalized
 
 

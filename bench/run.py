@@ -26,7 +26,7 @@ __all__ = ["main"]
 def main(argv: list[str]) -> int:
     only = set(argv)
     table = Table(title="kubejobs benchmarks (ours vs baseline, measured in one run)")
-    for col in ("benchmark", "ours", "baseline", "ratio", "target", "ok"):
+    for col in ("benchmark", "ours", "baseline", "ratio", "min-max", "target", "ok", "note"):
         table.add_column(col, justify="left" if col == "benchmark" else "right")
     failed = False
     for path in sorted(HERE.glob("bench_*.py")):
@@ -40,12 +40,12 @@ def main(argv: list[str]) -> int:
             rows: list[Row] = module.rows()
         except Exception:
             traceback.print_exc()
-            table.add_row(path.stem, "error", "", "", "", "no")
+            table.add_row(path.stem, "error", "", "", "", "", "no", "see the traceback above")
             failed = True
             continue
         for row in rows:
             table.add_row(*row.cells())
-    Console(width=160).print(table)
+    Console(width=200).print(table)
     return 1 if failed else 0
 
 

@@ -57,3 +57,16 @@ def test_import_layers_hold():
     assert lint_imports, "import-linter is not installed in this environment"
     result = subprocess.run([lint_imports, str(REPO / "setup.cfg")], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_torch_processes_have_numpy() -> None:
+    # Without numpy every torch process warns "Failed to initialize NumPy" and Tensor.numpy() fails;
+    # the lock and the kfoperators torch extras install it.
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.arange(4).numpy().sum())"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "6", out.stderr
+    assert "NumPy" not in out.stderr

@@ -13,7 +13,9 @@ setup: $(VENV)/.setup-done
 system-deps:
 	@command -v mpirun >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin >/dev/null; \
+	    echo "installing openmpi-bin (Debian) for the local MPI tests"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openmpi-bin; } \
+	      >.apt.log 2>&1 || { cat .apt.log; exit 1; }; rm -f .apt.log; \
 	  else echo "note: mpirun not found; install openmpi-bin for the local MPI tests"; fi; }
 
 # requirements.lock pins every third-party package (torch==2.13.0 is the CPU wheel on disk): resolving
@@ -22,7 +24,8 @@ $(VENV)/.setup-done: requirements.lock $(foreach p,$(PLUGINS),$(p)/pyproject.tom
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
 	$(BIN)/python -m pip install -q -r requirements.lock
-	$(BIN)/python -m pip install -q --no-deps $(foreach p,$(PLUGINS),-e $(p))
+	@# PYTHONWARNINGS: setuptools prints a banner about editable installs in the build backend's subprocess.
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q --no-deps $(foreach p,$(PLUGINS),-e $(p))
 	$(BIN)/python -m pip check
 	touch $@
 

@@ -317,3 +317,43 @@ def test_deviation_malformed_ray_customs(kit, custom, match):
     # Flyte panics on a missing rayCluster and passes the others to KubeRay, which rejects them.
     with pytest.raises(BuildError, match=match):
         kit.build(kit.template("ray", custom, 0))
+
+
+SHELL_ATTACKS = [
+    "$(touch {canary})",
+    "`touch {canary}`",
+    "x; touch {canary}",
+    "x && touch {canary} || true",
+    "x | tee {canary}",
+    "x > {canary}",
+    'it\'s "quoted" \\ $HOME ${{HOME}} *',
+    "line\ntouch {canary}",
+    "",
+    "--flag=a b",
+]
+
+
+@pytest.mark.parametrize("attack", SHELL_ATTACKS)
+def test_input_values_reach_the_entrypoint_as_one_argument_whatever_shell_syntax_they_hold(kit, tmp_path, attack):
+    # KubeRay's head runs the entrypoint through a shell; run it through a real one, with a program that
+    # prints the arguments it received in place of pyflyte-execute.
+    import subprocess
+    import sys
+
+    canary = tmp_path / "pwned"
+    value = attack.format(canary=canary)
+    obj = kit.build(
+        kit.template(
+            "ray", ray_custom(), 0, args=["pyflyte-execute", "--n", "{{.Inputs.n}}", "--out", "{{.outputPrefix}}"]
+        ),
+        template_vars={"Inputs.n": value, "outputPrefix": "s3://b/out"},
+    )
+    entrypoint = obj["spec"]["entrypoint"]
+    assert entrypoint.startswith("pyflyte-execute ")
+    echo_args = f"{sys.executable} -c 'import json, sys; print(json.dumps(sys.argv[1:]))'"
+    run = subprocess.run(
+        ["sh", "-c", entrypoint.replace("pyflyte-execute", echo_args, 1)], capture_output=True, text=True, timeout=30
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == ["--n", value, "--out", "s3://b/out"]
+    assert not canary.exists()

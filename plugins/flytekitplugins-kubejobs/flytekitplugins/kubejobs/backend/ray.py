@@ -6,6 +6,7 @@ import base64
 import binascii
 import copy
 import json
+import shlex
 from typing import Any
 
 from flyteidl.plugins import ray_pb2
@@ -226,7 +227,9 @@ def build_ray_spec(ctx: BuildContext) -> tuple[dict[str, Any], dict[str, str], d
     shutdown, ttl = _shutdown_and_ttl(job, ray)
     args = primary_container(base.spec, base.primary).get("args") or []
     spec: dict[str, Any] = {
-        "entrypoint": " ".join("''" if a == "" else str(a) for a in args),
+        # KubeRay has the head run the entrypoint through a shell: every argument is quoted, so an input value
+        # ({{.Inputs.x}}) full of shell syntax stays one argument instead of becoming a command.
+        "entrypoint": shlex.join(str(a) for a in args),
         "shutdownAfterJobFinishes": shutdown,
         "rayClusterSpec": cluster_spec,
     }

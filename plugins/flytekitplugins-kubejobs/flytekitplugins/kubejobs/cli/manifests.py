@@ -6,7 +6,6 @@ inside the functions.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -68,21 +67,13 @@ def documents(path: str) -> Iterator[tuple[str, Any]]:
 def cluster_schemas(groups: set[str]) -> SchemaSet:
     """The served CRD schemas of ``groups``, listed from the cluster of the current kubeconfig (or in-cluster)."""
     from kubernetes import client
-    from kubernetes import config as kube_config
 
-    config: Any = kube_config  # untyped functions
+    from ..connector.kubeconfig import KubeconfigError, client_configuration
 
-    # A client of its own: load_kube_config() would change the process-wide default configuration. KUBECONFIG
-    # is read now (the client reads it once, when first imported).
     try:
-        api_client = config.new_client_from_config(config_file=os.environ.get("KUBECONFIG") or None)
-    except Exception as kubeconfig_error:  # no usable kubeconfig: try the pod's service account
-        try:
-            configuration = client.Configuration()
-            config.load_incluster_config(client_configuration=configuration)
-            api_client = client.ApiClient(configuration)
-        except config.ConfigException:
-            fail(f"--from-cluster: no usable kubeconfig ({kubeconfig_error}) and not running in a cluster")
+        api_client = client.ApiClient(client_configuration())
+    except KubeconfigError as e:
+        fail(f"--from-cluster: {e}")
     from ..schema import SchemaSet
 
     host = api_client.configuration.host
@@ -97,7 +88,7 @@ def cluster_schemas(groups: set[str]) -> SchemaSet:
         reason = getattr(e, "reason", None) or e
         fail(f"--from-cluster: cannot reach {host}: {reason}")
     finally:
-        api_client.close()
+        api_client.close()  # type: ignore[no-untyped-call]
     crds = [item for item in listed.get("items", []) if (item.get("spec") or {}).get("group") in groups]
     if not crds:
         fail(f"--from-cluster: the cluster has no CustomResourceDefinitions in {', '.join(sorted(groups))}")

@@ -97,16 +97,12 @@ class KubeClient:
     """Custom-object calls on one cluster. Thread-safe; usable from any event loop."""
 
     def __init__(self, settings: ConnectorSettings):
-        from kubernetes import client, config
+        from kubernetes import client
+
+        from .kubeconfig import client_configuration
 
         self.settings = settings
-        cfg = client.Configuration()
-        if settings.kubeconfig is not None or settings.context is not None:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=settings.kubeconfig, context=settings.context, client_configuration=cfg
-            )
-        else:
-            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        cfg = client_configuration(settings.kubeconfig, settings.context)
         cfg.retries = False
         cfg.connection_pool_maxsize = settings.workers + 8  # workers plus the caches' watches
         self._api_client = client.ApiClient(cfg)

@@ -4,7 +4,7 @@
 
     connector:
       namespaces: [flytesnacks-development]   # only these namespaces (empty: any)
-      kubeconfig: null                         # null: in-cluster service account
+      kubeconfig: null                         # null: $KUBECONFIG, ~/.kube/config, else in-cluster
       context: null
       cache: true                              # watch-backed cache for get()
       request-timeout: 10s
@@ -65,7 +65,7 @@ class ConnectorSettings:
 
     #: Namespaces jobs may be created in; empty allows any (RBAC still applies).
     namespaces: tuple[str, ...] = ()
-    #: Kubeconfig file and context; both None means the in-cluster service account.
+    #: Kubeconfig file (None: ``$KUBECONFIG``, else ``~/.kube/config``, else in-cluster) and context.
     kubeconfig: Optional[str] = None
     context: Optional[str] = None
     #: Serve get() from a watch-backed cache per kind and namespace (off: one GET per call).

@@ -115,6 +115,14 @@ def test_validate_from_cluster_reads_the_crds_of_the_fake_api_server(crd_dir, tm
         code, _, err = run("validate", str(BAD), "--from-cluster")
         assert code == 1 and "Worker.replica: unknown field" in err  # the schema came from the server
         assert server.requests  # the real client talked to it over HTTP
+        # $KUBEJOBS_CRD_DIR is a default that an explicit --from-cluster overrides (an empty directory here:
+        # were it used, the bad manifest would pass schema-less); an explicit --crd-dir with it is refused.
+        (tmp_path / "no-crds").mkdir()
+        monkeypatch.setenv("KUBEJOBS_CRD_DIR", str(tmp_path / "no-crds"))
+        code, _, err = run("validate", str(BAD), "--from-cluster")
+        assert code == 1 and "Worker.replica: unknown field" in err
+        code, _, err = run("validate", str(GOOD), "--from-cluster", "--crd-dir", str(crd_dir))
+        assert code == 1 and "give either --crd-dir or --from-cluster, not both" in err
 
 
 def test_validate_from_cluster_without_a_kubeconfig_is_one_line(tmp_path, monkeypatch):

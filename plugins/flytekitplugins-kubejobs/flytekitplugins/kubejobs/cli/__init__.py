@@ -150,7 +150,11 @@ def validate(manifest: str, crd_dir: Optional[str], from_cluster: bool) -> None:
 
     console = _err()
     if crd_dir and from_cluster:
-        fail("give either --crd-dir or --from-cluster, not both")
+        # $KUBEJOBS_CRD_DIR is a default, not a choice: an explicit --from-cluster overrides it.
+        source = click.get_current_context().get_parameter_source("crd_dir")
+        if source is not click.core.ParameterSource.ENVIRONMENT:
+            fail("give either --crd-dir or --from-cluster, not both")
+        crd_dir = None
     kinds = {k.rsplit(" ", 1)[1] for k in SUPPORTED_KINDS}
     jobs = []
     for label, doc in documents(manifest):

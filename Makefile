@@ -14,7 +14,7 @@ CLUSTER_DIR ?= .cluster
 setup: $(VENV)/.setup-done cluster-build
 
 # Builds kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok and the two operators from Go
-# modules into ~/.cache/kubejobs/<versions>/bin (reused when present: about an hour the first time on 2 cores).
+# modules into ~/.cache/kubejobs/<versions>/bin (reused when present: about 25 minutes the first time on 2 cores).
 cluster-build:
 	@command -v go >/dev/null 2>&1 || { echo "Go is not on PATH: the e2e control plane (Kubernetes $(KUBERNETES_VERSION)) is built from Go modules; install Go >= 1.26" >&2; exit 1; }
 	$(PYTHON) cluster/build.py > /dev/null

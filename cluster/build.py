@@ -252,7 +252,7 @@ def main() -> None:
     if args.check and missing:
         raise SystemExit(f"not built yet in {root / 'bin'}: {', '.join(missing)}")
     if missing:
-        log(f"building {', '.join(missing)} into {root / 'bin'} (first build: about an hour on 2 cores)")
+        log(f"building {', '.join(missing)} into {root / 'bin'} (first build: about 25 minutes on 2 cores)")
     started = time.monotonic()
     binaries = {t.name: str(build(t, v, root)) for t in selected}
     if missing:

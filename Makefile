@@ -4,10 +4,27 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PLUGINS := plugins/flytekitplugins-kubejobs plugins/flytekitplugins-kfoperators plugins/flytekitplugins-raycluster
 PYTEST_WORKERS ?= 2
+# The e2e control plane's versions (cluster/versions.env, also read by cluster/build.py) and where
+# `make cluster` keeps its state (certificates, etcd data, logs, the admin kubeconfig).
+include cluster/versions.env
+CLUSTER_DIR ?= .cluster
 
-.PHONY: setup system-deps test lint bench demo lock clean
+.PHONY: setup system-deps cluster-build cluster cluster-down test lint bench demo lock clean
 
-setup: $(VENV)/.setup-done
+setup: $(VENV)/.setup-done cluster-build
+
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok and the two operators from Go
+# modules into ~/.cache/kubejobs/<versions>/bin (reused when present: about 25 minutes the first time on 2 cores).
+cluster-build:
+	@command -v go >/dev/null 2>&1 || { echo "Go is not on PATH: the e2e control plane (Kubernetes $(KUBERNETES_VERSION)) is built from Go modules; install Go >= 1.26" >&2; exit 1; }
+	$(PYTHON) cluster/build.py > /dev/null
+
+# A control plane on 127.0.0.1 in the background; prints the KUBECONFIG to use. `make cluster-down` stops it.
+cluster: setup
+	cd tests && ../$(BIN)/python -m e2e.controlplane start --dir ../$(CLUSTER_DIR)
+
+cluster-down:
+	cd tests && ../$(BIN)/python -m e2e.controlplane down --dir ../$(CLUSTER_DIR)
 
 # OpenMPI runs the local MPIJob worlds (issue 5); installed from Debian packages when missing.
 system-deps:
@@ -52,4 +69,4 @@ lock:
 	rm -rf .lock-venv
 
 clean:
-	rm -rf $(VENV) build dist .hypothesis
+	rm -rf $(VENV) build dist .hypothesis $(CLUSTER_DIR)

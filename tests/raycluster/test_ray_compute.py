@@ -6,8 +6,6 @@ templates must validate against the KubeRay v1 RayCluster CRD schema."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -161,8 +159,8 @@ def test_issue_example_serializes_with_the_accelerator_name() -> None:
 
 
 @pytest.fixture(scope="module")
-def raycluster_schema(crd_dir: Path) -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads((crd_dir / "ray.io_rayclusters.json").read_text())
+def raycluster_schema(schemas: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = schemas.schema(("ray.io", "v1", "RayCluster"))
     return schema
 
 

@@ -175,9 +175,10 @@ def test_injected_faults(server: FakeApiServer, api: Any) -> None:
 
 @pytest.mark.parametrize("plural", ["pytorchjobs", "tfjobs", "mpijobs", "rayjobs"])
 @pytest.mark.parametrize("outcome", OUTCOMES)
-def test_operator_statuses_fit_the_crd_status_schema(crd_dir: Path, plural: str, outcome: Any) -> None:
+def test_operator_statuses_fit_the_crd_status_schema(schemas: Any, plural: str, outcome: Any) -> None:
     group = "ray.io" if plural == "rayjobs" else "kubeflow.org"
-    schema = json.loads((crd_dir / f"{group}_{plural}.json").read_text())["properties"]["status"]
+    kind = {"pytorchjobs": "PyTorchJob", "tfjobs": "TFJob", "mpijobs": "MPIJob", "rayjobs": "RayJob"}[plural]
+    schema = schemas.schema((group, "v1", kind))["properties"]["status"]
     checker = jsonschema.Draft4Validator.FORMAT_CHECKER
     for status in stages_for(group, outcome, "2026-01-01T00:00:00Z", "job-1"):
         jsonschema.Draft4Validator(schema, format_checker=checker).validate(status)
@@ -201,7 +202,7 @@ def test_operator_plays_each_outcome(server: FakeApiServer, api: Any) -> None:
     assert (last("good"), last("bad"), last("stuck")) == ("Succeeded", "Failed", "Running")
 
 
-def test_serves_crd_objects_built_around_the_schema_files(crd_dir: Path, server: FakeApiServer) -> None:
+def test_serves_the_crd_objects_of_the_crd_files(schemas: Any, server: FakeApiServer) -> None:
     cfg = client.Configuration(host=server.url)
     ext = client.ApiextensionsV1Api(client.ApiClient(cfg))
     crd = ext.read_custom_resource_definition("pytorchjobs.kubeflow.org", _preload_content=False)
@@ -212,7 +213,7 @@ def test_serves_crd_objects_built_around_the_schema_files(crd_dir: Path, server:
         "PyTorchJob",
         "v1",
     )
-    assert version["schema"]["openAPIV3Schema"] == json.loads((crd_dir / "kubeflow.org_pytorchjobs.json").read_text())
+    assert version["schema"]["openAPIV3Schema"] == schemas.schema(("kubeflow.org", "v1", "PyTorchJob"))
     names = {
         c["metadata"]["name"]
         for c in json.loads(ext.list_custom_resource_definition(_preload_content=False).data)["items"]

@@ -1,11 +1,12 @@
 """Builders for the backend tests: TaskTemplates and TaskExecutionMetadata as a connector receives them,
-and an independent CRD check of every built object (jsonschema against /work/shared/crds)."""
+and an independent CRD check of every built object (jsonschema against the operators' CRDs)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
+import hashlib
 import json
+import os
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
@@ -18,11 +19,11 @@ from flyteidl.core import tasks_pb2
 from flytekitplugins.kubejobs.backend import BackendConfig, build_object
 from google.protobuf.struct_pb2 import Struct
 
-_CRD_FILES = {
-    "PyTorchJob": "kubeflow.org_pytorchjobs.json",
-    "TFJob": "kubeflow.org_tfjobs.json",
-    "MPIJob": "kubeflow.org_mpijobs.json",
-    "RayJob": "ray.io_rayjobs.json",
+_SCHEMA_KEYS = {
+    "PyTorchJob": ("kubeflow.org", "v1", "PyTorchJob"),
+    "TFJob": ("kubeflow.org", "v1", "TFJob"),
+    "MPIJob": ("kubeflow.org", "v1", "MPIJob"),
+    "RayJob": ("ray.io", "v1", "RayJob"),
 }
 _IDL = {"cpu": 1, "gpu": 2, "memory": 3, "ephemeral-storage": 5}
 
@@ -122,14 +123,6 @@ def metadata(
     return m
 
 
-@functools.cache
-def _validator(crd_dir: str, kind: str) -> Any:
-    import jsonschema
-
-    schema = json.loads((Path(crd_dir) / _CRD_FILES[kind]).read_text())
-    return jsonschema.Draft4Validator(schema)
-
-
 def q(value: Any) -> Decimal:
     from kubernetes.utils import parse_quantity
 
@@ -151,14 +144,20 @@ def env_of(c: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def kit(crd_dir: Path) -> SimpleNamespace:
+def kit(crd_dir: Path, schemas: Any) -> SimpleNamespace:
     """Helpers; ``kit.build`` builds with the CRD schemas loaded and checks the object independently."""
+    import jsonschema
+
     default = BackendConfig(crd_dir=str(crd_dir))
+    record_dir = os.environ.get("KUBEJOBS_RECORD_BUILT_OBJECTS")
+    validators = {kind: jsonschema.Draft4Validator(schemas.schema(key)) for kind, key in _SCHEMA_KEYS.items()}
 
     def check(obj: Mapping[str, Any]) -> None:
-        errors = sorted(_validator(str(crd_dir), obj["kind"]).iter_errors(obj), key=lambda e: list(e.path))
+        errors = sorted(validators[obj["kind"]].iter_errors(obj), key=lambda e: list(e.path))
         assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
-        json.dumps(obj, allow_nan=False)  # plain JSON
+        text = json.dumps(obj, allow_nan=False, sort_keys=True)  # plain JSON
+        if record_dir:  # tests/e2e replays every object built here against the real API server
+            Path(record_dir, hashlib.sha256(text.encode()).hexdigest()[:16] + ".json").write_text(text)
 
     def build(
         t: tasks_pb2.TaskTemplate,

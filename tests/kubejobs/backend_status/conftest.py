@@ -1,15 +1,13 @@
 """Builders for job objects as the API server returns them, and the official CRD status schemas.
 
 Every object a builder returns has its ``status`` checked against the status schema of the kind's official
-CRD (``crd_dir``), so the tables below exercise shapes the operators can actually write.
+CRD (the ``schemas`` fixture), so the tables below exercise shapes the operators can actually write.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,11 +15,11 @@ import pytest
 #: The evaluation clock of every test (tests pass it as ``now``; nothing reads the real clock).
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
 
-_CRD_FILES = {
-    "PyTorchJob": "kubeflow.org_pytorchjobs.json",
-    "TFJob": "kubeflow.org_tfjobs.json",
-    "MPIJob": "kubeflow.org_mpijobs.json",
-    "RayJob": "ray.io_rayjobs.json",
+_SCHEMA_KEYS = {
+    "PyTorchJob": ("kubeflow.org", "v1", "PyTorchJob"),
+    "TFJob": ("kubeflow.org", "v1", "TFJob"),
+    "MPIJob": ("kubeflow.org", "v1", "MPIJob"),
+    "RayJob": ("ray.io", "v1", "RayJob"),
 }
 _SPEC_KEYS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
 
@@ -41,16 +39,14 @@ def _is_rfc3339(value: object) -> bool:
 
 
 @pytest.fixture(scope="session")
-def status_validator(crd_dir: Path) -> Callable[[str, dict[str, Any]], None]:
+def status_validator(schemas: Any) -> Callable[[str, dict[str, Any]], None]:
     import jsonschema
 
     checker = jsonschema.FormatChecker()
     checker.checks("date-time")(_is_rfc3339)
     validators = {
-        kind: jsonschema.Draft4Validator(
-            json.loads((crd_dir / name).read_text())["properties"]["status"], format_checker=checker
-        )
-        for kind, name in _CRD_FILES.items()
+        kind: jsonschema.Draft4Validator(schemas.schema(key)["properties"]["status"], format_checker=checker)
+        for kind, key in _SCHEMA_KEYS.items()
     }
 
     def validate(kind: str, status: dict[str, Any]) -> None:

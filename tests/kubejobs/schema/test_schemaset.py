@@ -20,9 +20,8 @@ from flytekitplugins.kubejobs.schema import ObjectInvalid, SchemaSet, validate_o
 TYPO = ("spec", "pytorchReplicaSpecs", "Worker", "replica")
 
 
-def crd(schema_file: Path, group: str, kind: str, plural: str, versions: list[tuple[str, bool]]) -> dict[str, Any]:
-    """A CustomResourceDefinition as the API server lists it, around one official schema file."""
-    schema = json.loads(schema_file.read_text())
+def crd(schema: Any, group: str, kind: str, plural: str, versions: list[tuple[str, bool]]) -> dict[str, Any]:
+    """A CustomResourceDefinition as the API server lists it, around one official schema."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -49,24 +48,38 @@ def with_typo(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def test_from_dir_reads_the_shared_schema_files(schemas):
+def test_from_dir_reads_the_operators_crd_files(schemas):
+    # every served version of every CRD the operators' modules ship
     assert schemas.keys() == [
+        ("kubeflow.org", "v1", "JAXJob"),
         ("kubeflow.org", "v1", "MPIJob"),
+        ("kubeflow.org", "v1", "PaddleJob"),
         ("kubeflow.org", "v1", "PyTorchJob"),
         ("kubeflow.org", "v1", "TFJob"),
+        ("kubeflow.org", "v1", "XGBoostJob"),
         ("kubeflow.org", "v2beta1", "MPIJob"),
         ("ray.io", "v1", "RayCluster"),
+        ("ray.io", "v1", "RayCronJob"),
         ("ray.io", "v1", "RayJob"),
+        ("ray.io", "v1", "RayService"),
+        ("ray.io", "v1alpha1", "RayCluster"),
+        ("ray.io", "v1alpha1", "RayJob"),
+        ("ray.io", "v1alpha1", "RayService"),
     ]
     key = ("kubeflow.org", "v1", "PyTorchJob")
     assert schemas.validator(key) is schemas.validator(key)  # compiled once
 
 
-def test_from_dir_reads_whole_crd_manifests_yaml_and_json(tmp_path, crd_dir, make):
+def test_from_dir_reads_whole_crd_manifests_yaml_and_json(tmp_path, schemas, make):
     pytorch = crd(
-        crd_dir / "kubeflow.org_pytorchjobs.json", "kubeflow.org", "PyTorchJob", "pytorchjobs", [("v1", True)]
+        schemas.schema(("kubeflow.org", "v1", "PyTorchJob")),
+        "kubeflow.org",
+        "PyTorchJob",
+        "pytorchjobs",
+        [("v1", True)],
     )
-    ray = crd(crd_dir / "ray.io_rayjobs.json", "ray.io", "RayJob", "rayjobs", [("v1", True), ("v1alpha1", False)])
+    ray_schema = schemas.schema(("ray.io", "v1", "RayJob"))
+    ray = crd(ray_schema, "ray.io", "RayJob", "rayjobs", [("v1", True), ("v1alpha1", False)])
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     (tmp_path / "crds.yaml").write_text(yaml.dump_all([{"kind": "Namespace"}, pytorch], Dumper=dumper))
     (tmp_path / "ray.json").write_text(json.dumps({"kind": "List", "items": [ray]}))
@@ -80,8 +93,9 @@ def test_from_dir_reads_whole_crd_manifests_yaml_and_json(tmp_path, crd_dir, mak
     assert info.value.paths == ["spec.pytorchReplicaSpecs.Worker.replica"]
 
 
-def test_from_crds_keeps_served_versions_only(crd_dir, make):
-    ray = crd(crd_dir / "ray.io_rayjobs.json", "ray.io", "RayJob", "rayjobs", [("v1", True), ("v1alpha1", False)])
+def test_from_crds_keeps_served_versions_only(schemas, make):
+    ray_schema = schemas.schema(("ray.io", "v1", "RayJob"))
+    ray = crd(ray_schema, "ray.io", "RayJob", "rayjobs", [("v1", True), ("v1alpha1", False)])
     schemas = SchemaSet.from_crds([ray])
     assert schemas.keys() == [("ray.io", "v1", "RayJob")]
     old = make("ray")

@@ -27,7 +27,7 @@ from typing import Any, Optional, Union
 
 from .structural import compile_validator
 
-__all__ = ["SchemaSet", "SchemaKey", "KNOWN_PLURALS"]
+__all__ = ["SchemaSet", "SchemaKey", "KNOWN_PLURALS", "crds_in_file"]
 
 SchemaKey = tuple[str, str, str]  # (group, version, kind)
 
@@ -68,6 +68,20 @@ def _crds_in(document: Any) -> list[Mapping[str, Any]]:
     if isinstance(document.get("items"), list):
         return [d for d in document["items"] if isinstance(d, Mapping) and d.get("kind") == "CustomResourceDefinition"]
     return []
+
+
+def crds_in_file(file: Path) -> list[Mapping[str, Any]]:
+    """The CustomResourceDefinitions in a YAML (multi-document) or JSON file; none in other files.
+
+    Raises ``ValueError`` naming the file when it cannot be parsed.
+    """
+    if file.suffix not in (".json", ".yaml", ".yml") or not file.is_file():
+        return []
+    try:
+        docs = [json.loads(file.read_text())] if file.suffix == ".json" else _load_yaml_documents(file)
+    except Exception as e:  # JSONDecodeError, yaml.YAMLError, UnicodeDecodeError
+        raise ValueError(f"cannot read CRD schema file {str(file)!r}: {e}") from e
+    return [crd for doc in docs for crd in _crds_in(doc)]
 
 
 class SchemaSet:
@@ -122,21 +136,16 @@ class SchemaSet:
         schemas: dict[SchemaKey, Mapping[str, Any]] = {}
         sources: dict[SchemaKey, str] = {}
         for file in sorted(directory.iterdir()):
-            if file.suffix not in (".json", ".yaml", ".yml") or not file.is_file():
-                continue
-            try:
-                docs = [json.loads(file.read_text())] if file.suffix == ".json" else _load_yaml_documents(file)
-            except Exception as e:  # JSONDecodeError, yaml.YAMLError, UnicodeDecodeError
-                raise ValueError(f"cannot read CRD schema file {str(file)!r}: {e}") from e
-            crds = [crd for doc in docs for crd in _crds_in(doc)]
+            crds = crds_in_file(file)
             if crds:
                 found = cls.from_crds(crds, source=str(file))
                 schemas.update(found._schemas)
                 sources.update(found._sources)
-            elif file.suffix == ".json" and len(docs) == 1:
-                key = cls._bare_schema_key(file, docs[0])
+            elif file.suffix == ".json" and file.is_file():
+                doc = json.loads(file.read_text())  # a bare openAPIV3Schema, the older format
+                key = cls._bare_schema_key(file, doc)
                 if key is not None:
-                    schemas[key] = docs[0]
+                    schemas[key] = doc
                     sources[key] = str(file)
         if not schemas:
             raise ValueError(

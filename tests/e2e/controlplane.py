@@ -1,0 +1,734 @@
+"""A real Kubernetes control plane on 127.0.0.1 for the e2e tests (test-only code, never in a package).
+
+    cd tests && python -m e2e.controlplane up --dir DIR [--watch-pid PID]   start, serve until stopped
+    cd tests && python -m e2e.controlplane start --dir DIR                  the same in the background
+    cd tests && python -m e2e.controlplane down --dir DIR                   stop a running one
+
+`up` is a supervisor: it builds nothing itself (cluster/build.py does, and is asked for the binaries and the
+operators' CRD files), generates the PKI, starts etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler, kwok, the Kubeflow Training Operator and the KubeRay operator as process groups, installs
+the CRDs, creates the fake nodes, waits until each part answers (a condition each, never a sleep), writes
+DIR/state.json with the admin kubeconfig, and then stays until SIGTERM/SIGINT or until the watched process
+(the pytest session) is gone, when it stops every process it started.
+
+Pods never run: kwok plays their lifecycle. A pod whose annotation `kubejobs-e2e/outcome` is `succeed` or
+`fail` goes Running, then Succeeded (exit 0) or Failed (exit 1) after `kubejobs-e2e/run-for` (a Go
+duration, default 1s). Ray head and worker pods (label `ray.io/node-type`) are servers: they stay Running
+whatever their annotations say, so a RayJob's outcome is its submitter pod's. A pod without the annotation
+stays Running, except a pod of a batch/v1 Job, which succeeds as in kwok's own stages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import functools
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, TypeVar
+
+import yaml
+
+from .pki import CertificateAuthority, KeyPair, service_account_keys
+
+REPO = Path(__file__).resolve().parents[2]
+OUTCOME = "kubejobs-e2e/outcome"
+RUN_FOR = "kubejobs-e2e/run-for"
+NODE_COUNT = 3
+TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+T = TypeVar("T")
+
+
+def wait_for(
+    what: str, probe: Callable[[], Optional[T]], timeout: float, alive: Callable[[], None] = lambda: None
+) -> T:
+    """Poll ``probe`` until it returns something other than None; ``alive`` raises if a process died."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        alive()
+        found = probe()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(delay)  # polling interval of a condition with a deadline
+        delay = min(delay * 1.5, 0.5)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def build_manifest() -> dict[str, Any]:
+    """The binaries and CRD files, from cluster/build.py (which builds what is missing, printing progress)."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "cluster" / "build.py")], stdout=subprocess.PIPE, stderr=None, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError("cluster/build.py failed (its output above says why)")
+    manifest: dict[str, Any] = json.loads(done.stdout)
+    return manifest
+
+
+class Api:
+    """Minimal JSON REST calls to the API server as the admin user (the supervisor needs nothing more)."""
+
+    def __init__(self, server: str, ca: Path, client: KeyPair):
+        self.server = server
+        self._ssl = ssl.create_default_context(cafile=str(ca))
+        self._ssl.load_cert_chain(str(client.cert), str(client.key))
+
+    def call(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.server + path, data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, context=self._ssl, timeout=30) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as e:
+            if e.code in ok:
+                return json.loads(e.read() or b"null")
+            raise RuntimeError(f"{method} {path}: {e.code} {e.read()[:500]!r}") from None
+
+    def ready(self, path: str = "/readyz") -> Optional[bool]:
+        try:
+            request = urllib.request.Request(self.server + path)
+            with urllib.request.urlopen(request, context=self._ssl, timeout=5) as response:
+                return True if response.status == 200 else None
+        except (urllib.error.URLError, OSError):
+            return None
+
+
+def http_ok(url: str) -> Optional[bool]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return True if response.status == 200 else None
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def check(self) -> None:
+        code = self.popen.poll()
+        if code is not None:
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{self.name} exited with {code}; end of {self.log}:\n{tail}")
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, user: str, client: Optional[KeyPair], token: str = "") -> Path:
+    credentials: dict[str, str] = {"token": token} if token else {}
+    if client is not None:
+        credentials = {"client-certificate": str(client.cert), "client-key": str(client.key)}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "kubejobs-e2e", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": credentials}],
+        "contexts": [{"name": user, "context": {"cluster": "kubejobs-e2e", "user": user}}],
+        "current-context": user,
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def pod_stages() -> list[dict[str, Any]]:
+    """Our pod lifecycle: each pod's outcome and run time come from its annotations."""
+    not_deleted = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
+
+    def running_with(outcome: dict[str, Any]) -> list[dict[str, Any]]:
+        running = {"key": ".status.phase", "operator": "In", "values": ["Running"]}
+        not_a_ray_node = {"key": '.metadata.labels["ray.io/node-type"]', "operator": "DoesNotExist"}
+        return [not_deleted, running, not_a_ray_node, outcome]
+
+    def finish(name: str, phase: str, exit_code: int, reason: str, selector: list[dict[str, Any]]) -> dict[str, Any]:
+        template = (
+            "{{ $now := Now }}\n"
+            "containerStatuses:\n"
+            "{{ range .spec.containers }}\n"
+            "- image: {{ .image | Quote }}\n"
+            "  name: {{ .name | Quote }}\n"
+            "  ready: false\n"
+            "  restartCount: 0\n"
+            "  started: false\n"
+            "  state:\n"
+            "    terminated:\n"
+            f"      exitCode: {exit_code}\n"
+            "      finishedAt: {{ $now | Quote }}\n"
+            f"      reason: {reason}\n"
+            "      startedAt: {{ $now | Quote }}\n"
+            "{{ end }}\n"
+            "conditions:\n"
+            "- lastTransitionTime: {{ $now | Quote }}\n"
+            "  status: 'False'\n"
+            "  type: Ready\n"
+            "  reason: PodCompleted\n"
+            f"phase: {phase}\n"
+        )
+        return stage(
+            name,
+            selector,
+            {"statusTemplate": template},
+            delay={
+                "durationMilliseconds": 1000,
+                "durationFrom": {"jq": {"expression": f'.metadata.annotations["{RUN_FOR}"]'}},
+            },
+        )
+
+    outcome_key = f'.metadata.annotations["{OUTCOME}"]'
+    ready_template = (
+        "{{ $now := Now }}\n"
+        "conditions:\n"
+        '{{ range list "Initialized" "Ready" "ContainersReady" "PodScheduled" }}\n'
+        "- lastTransitionTime: {{ $now | Quote }}\n"
+        "  status: 'True'\n"
+        "  type: {{ . }}\n"
+        "{{ end }}\n"
+        "containerStatuses:\n"
+        "{{ range .spec.containers }}\n"
+        "- image: {{ .image | Quote }}\n"
+        "  name: {{ .name | Quote }}\n"
+        "  ready: true\n"
+        "  restartCount: 0\n"
+        "  started: true\n"
+        "  state:\n"
+        "    running:\n"
+        "      startedAt: {{ $now | Quote }}\n"
+        "{{ end }}\n"
+        "initContainerStatuses:\n"
+        "{{ range .spec.initContainers }}\n"
+        "- image: {{ .image | Quote }}\n"
+        "  name: {{ .name | Quote }}\n"
+        "  ready: true\n"
+        "  restartCount: 0\n"
+        "  state:\n"
+        "    terminated:\n"
+        "      exitCode: 0\n"
+        "      finishedAt: {{ $now | Quote }}\n"
+        "      reason: Completed\n"
+        "      startedAt: {{ $now | Quote }}\n"
+        "{{ end }}\n"
+        "{{ with NodeIPsWith .spec.nodeName }}\n"
+        "hostIP: {{ index . 0 | Quote }}\n"
+        "{{ end }}\n"
+        '{{ with PodIPsWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" )'
+        ' ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}\n'
+        "podIP: {{ index . 0 | Quote }}\n"
+        "podIPs:\n"
+        "{{ range . }}\n"
+        "- ip: {{ . | Quote }}\n"
+        "{{ end }}\n"
+        "{{ end }}\n"
+        "phase: Running\n"
+        "startTime: {{ $now | Quote }}\n"
+    )
+    return [
+        stage(
+            "kubejobs-pod-ready",
+            [
+                not_deleted,
+                {"key": ".spec.nodeName", "operator": "Exists"},
+                {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+            ],
+            {"statusTemplate": ready_template},
+        ),
+        finish(
+            "kubejobs-pod-succeed",
+            "Succeeded",
+            0,
+            "Completed",
+            running_with({"key": outcome_key, "operator": "In", "values": ["succeed"]}),
+        ),
+        finish(
+            "kubejobs-pod-fail",
+            "Failed",
+            1,
+            "Error",
+            running_with({"key": outcome_key, "operator": "In", "values": ["fail"]}),
+        ),
+        finish(
+            "kubejobs-job-pod-complete",  # e.g. KubeRay's submitter Job, as kwok's own pod-complete stage does
+            "Succeeded",
+            0,
+            "Completed",
+            [
+                *running_with({"key": outcome_key, "operator": "DoesNotExist"}),
+                {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]},
+            ],
+        ),
+        stage(
+            "kubejobs-pod-delete",
+            [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}],
+            {"delete": True},
+        ),
+    ]
+
+
+def stage(
+    name: str, match: list[dict[str, Any]], next_: dict[str, Any], delay: Optional[dict[str, Any]] = None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": match},
+        "next": next_,
+    }
+    if delay is not None:
+        spec["delay"] = delay
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
+
+
+def fake_node(name: str) -> dict[str, Any]:
+    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8", "ephemeral-storage": "1Ti"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"},
+        },
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+
+
+class ControlPlane:
+    """Starts and stops the whole control plane under ``directory``."""
+
+    def __init__(self, directory: Path, manifest: dict[str, Any]):
+        self.dir = directory
+        self.manifest = manifest
+        self.bin = manifest["binaries"]
+        self.processes: list[Process] = []
+        self.state: dict[str, Any] = {}
+
+    # -- processes --------------------------------------------------------------------------------------------
+    def _start(self, name: str, args: list[str], env: Optional[dict[str, str]] = None) -> Process:
+        log = self.dir / "logs" / f"{name}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            popen = subprocess.Popen(
+                [self.bin.get(name, name), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.dir,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,  # its own process group, stopped as a whole
+            )
+        process = Process(name, popen, log)
+        self.processes.append(process)
+        return process
+
+    def _alive(self) -> None:
+        for process in self.processes:
+            process.check()
+
+    def stop(self) -> None:
+        """Stop the process groups in reverse start order (clients before the API server, it before etcd):
+        SIGTERM, and SIGKILL for one still running after 10 s."""
+        for process in reversed(self.processes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.popen.pid, signal.SIGTERM)
+            try:
+                process.popen.wait(10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.popen.pid, signal.SIGKILL)
+                process.popen.wait()
+        self.processes.clear()
+
+    # -- start ------------------------------------------------------------------------------------------------
+    def start(self) -> dict[str, Any]:
+        started = time.monotonic()
+        pki = self.dir / "pki"
+        ca = CertificateAuthority(pki, "kubejobs-e2e-ca")
+        serving = ca.issue(
+            "apiserver",
+            "kube-apiserver",
+            dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+            ips=("127.0.0.1",),
+        )
+        admin = ca.issue("admin", "kubejobs-e2e-admin", organizations=("system:masters",))
+        sa = service_account_keys(pki)
+        ports = {name: free_port() for name in ("etcd", "etcd-peer", "apiserver", "to-webhook", "to-probe", "kr-probe")}
+        server = f"https://127.0.0.1:{ports['apiserver']}"
+        kubeconfigs = self.dir / "kubeconfigs"
+        kubeconfigs.mkdir(exist_ok=True)
+        admin_kubeconfig = write_kubeconfig(kubeconfigs / "admin.yaml", server, ca.pair.cert, "admin", admin)
+
+        def component_kubeconfig(user: str) -> str:
+            pair = ca.issue(user.replace(":", "-"), user)
+            return str(
+                write_kubeconfig(kubeconfigs / f"{user.replace(':', '-')}.yaml", server, ca.pair.cert, user, pair)
+            )
+
+        etcd_url = f"http://127.0.0.1:{ports['etcd']}"
+        peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
+        self._start(
+            "etcd",
+            [
+                "--name=e2e",
+                f"--data-dir={self.dir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=e2e={peer_url}",
+                "--unsafe-no-fsync",  # test data: durability is not needed, speed on a shared disk is
+                "--log-level=warn",
+            ],
+        )
+        wait_for("etcd /health", lambda: http_ok(f"{etcd_url}/health"), 60, self._alive)
+
+        self._start(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={ports['apiserver']}",
+                f"--cert-dir={self.dir / 'apiserver'}",
+                f"--tls-cert-file={serving.cert}",
+                f"--tls-private-key-file={serving.key}",
+                f"--client-ca-file={ca.pair.cert}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction,PodSecurity",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={sa.cert}",
+                f"--service-account-signing-key-file={sa.key}",
+                "--service-cluster-ip-range=10.96.0.0/16",  # addresses allocated to Services, never reached
+                "--endpoint-reconciler-type=none",  # the loopback address is not a valid endpoint
+                "--profiling=false",
+            ],
+        )
+        api = Api(server, ca.pair.cert, admin)
+        wait_for("kube-apiserver /readyz", api.ready, 120, self._alive)
+
+        crds = [*self.manifest["crds"]["training-operator"], *self.manifest["crds"]["kuberay"]]
+        self._install_crds(api, [Path(f) for f in crds])
+        self._training_operator_webhook(api, ports["to-webhook"])
+
+        self._start(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={component_kubeconfig('system:kube-controller-manager')}",
+                "--secure-port=0",
+                "--leader-elect=false",
+                "--controllers=garbage-collector-controller,job-controller,namespace-controller,"
+                "serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,"
+                "replicaset-controller,deployment-controller,ttl-after-finished-controller,"
+                # node-lifecycle: removes the not-ready taint once kwok reports the node Ready; endpoints: the
+                # API server's service proxy (KubeRay reaches the head's dashboard that way) routes by them.
+                "node-lifecycle-controller,endpoints-controller,endpointslice-controller",
+                # Each controller acts as its own service account (system:controller:<name>), whose bootstrap role
+                # grants what it needs (the node controller patches nodes); the manager's own identity does not.
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={sa.key}",
+                f"--root-ca-file={ca.pair.cert}",
+            ],
+        )
+        self._start(
+            "kube-scheduler",
+            [
+                f"--kubeconfig={component_kubeconfig('system:kube-scheduler')}",
+                "--secure-port=0",
+                "--leader-elect=false",
+            ],
+        )
+        kwok_config = self.dir / "kwok.yaml"
+        node_stages = Path(self.manifest["module_dirs"]["kwok"]) / "kustomize" / "stage" / "node"
+        kwok_config.write_text(
+            "\n---\n".join(
+                [
+                    (node_stages / "fast" / "node-initialize.yaml").read_text(),
+                    (node_stages / "heartbeat-with-lease" / "node-heartbeat-with-lease.yaml").read_text(),
+                    *(yaml.safe_dump(s) for s in pod_stages()),
+                ]
+            )
+        )
+        self._start(
+            "kwok",
+            [
+                f"--kubeconfig={admin_kubeconfig}",
+                f"--config={kwok_config}",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                "--cidr=127.1.0.0/16",  # pod IPs on loopback: anything that dials a pod stays on this machine
+                "--node-ip=127.0.0.1",
+            ],
+        )
+        self._start(
+            "training-operator",
+            [
+                f"--kubeconfig={admin_kubeconfig}",
+                "--metrics-bind-address=0",
+                f"--health-probe-bind-address=127.0.0.1:{ports['to-probe']}",
+                f"--webhook-server-port={ports['to-webhook']}",
+                "--leader-elect=false",
+            ],
+            env={"MY_POD_NAMESPACE": TRAINING_OPERATOR_NAMESPACE},
+        )
+        self._start(
+            "kuberay-operator",
+            [
+                f"--kubeconfig={admin_kubeconfig}",
+                "--metrics-addr=0",
+                f"--health-probe-bind-address=127.0.0.1:{ports['kr-probe']}",
+                "--enable-leader-election=false",
+                "--use-kubernetes-proxy",  # reach the head's dashboard through the API server only
+                "--log-stdout-encoder=console",
+            ],
+        )
+        for i in range(NODE_COUNT):
+            api.call("POST", "/api/v1/nodes", fake_node(f"kwok-node-{i}"))
+
+        def nodes_ready() -> Optional[bool]:
+            items = api.call("GET", "/api/v1/nodes")["items"]
+            ready = [
+                n
+                for n in items
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))
+                and not n["spec"].get("taints")  # the node controller lifts not-ready once it sees Ready
+            ]
+            return True if len(ready) == NODE_COUNT else None
+
+        wait_for("kwok nodes Ready and untainted", nodes_ready, 120, self._alive)
+        wait_for(
+            "the default ServiceAccount (serviceaccount controller)",
+            lambda: api.call("GET", "/api/v1/namespaces/default/serviceaccounts/default", ok=(200, 404)).get(
+                "metadata"
+            ),
+            120,
+            self._alive,
+        )
+        wait_for(
+            "training-operator /readyz",
+            lambda: http_ok(f"http://127.0.0.1:{ports['to-probe']}/readyz"),
+            180,
+            self._alive,
+        )
+        wait_for(
+            "kuberay-operator /readyz",
+            lambda: http_ok(f"http://127.0.0.1:{ports['kr-probe']}/readyz"),
+            180,
+            self._alive,
+        )
+        self.state = {
+            "server": server,
+            "ca": str(ca.pair.cert),
+            "kubeconfig": str(admin_kubeconfig),
+            "dir": str(self.dir),
+            "logs": {p.name: str(p.log) for p in self.processes},
+            "pids": {p.name: p.popen.pid for p in self.processes},
+            "versions": self.manifest["versions"],
+            "crds": self.manifest["crds"],
+            "start_seconds": round(time.monotonic() - started, 1),
+        }
+        return self.state
+
+    def _install_crds(self, api: Api, files: list[Path]) -> None:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        names = []
+        for file in files:
+            for crd in yaml.load_all(file.read_text(), Loader=loader):
+                if crd and crd.get("kind") == "CustomResourceDefinition":
+                    api.call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+                    names.append(crd["metadata"]["name"])
+
+        def established(name: str) -> Optional[bool]:
+            crd = api.call("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+            conditions = crd.get("status", {}).get("conditions", [])
+            return True if any(c["type"] == "Established" and c["status"] == "True" for c in conditions) else None
+
+        for name in names:
+            wait_for(f"CRD {name} Established", functools.partial(established, name), 60, self._alive)
+
+    def _training_operator_webhook(self, api: Api, port: int) -> None:
+        """The training operator's validating webhook, served on 127.0.0.1 and called by the API server.
+
+        The operator's cert-controller reads the serving certificate from a fixed path,
+        /tmp/k8s-webhook-server/serving-certs (not configurable in v1.9), checks it against the Secret it
+        manages, and parses the Secret's CA key as PKCS#1 RSA. So the CA and certificate are made once per
+        user and kept in the cache (valid for ten years, for the CA's and the service's DNS names and for
+        127.0.0.1, the URL the webhook configuration names): every control plane on this machine writes the
+        same files there, and two at once do not break each other. The webhook rules are the operator's own
+        (its module's manifests/base/webhook/manifests.yaml).
+        """
+        ns = TRAINING_OPERATOR_NAMESPACE
+        files = _training_operator_webhook_certs()
+        serving_dir = Path("/tmp/k8s-webhook-server/serving-certs")
+        serving_dir.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.crt", "tls.key", "ca.crt"):
+            target = serving_dir / name
+            if not target.exists() or target.read_bytes() != files[name]:
+                target.write_bytes(files[name])
+        api.call("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
+        api.call(
+            "POST",
+            f"/api/v1/namespaces/{ns}/secrets",
+            {
+                "metadata": {"name": "training-operator-webhook-cert"},
+                "data": {k: base64.b64encode(v).decode() for k, v in files.items()},
+            },
+        )
+        upstream = Path(self.manifest["module_dirs"]["training-operator"]) / "manifests/base/webhook/manifests.yaml"
+        config = yaml.safe_load(upstream.read_text())
+        config["metadata"] = {"name": "validator.training-operator.kubeflow.org"}
+        for webhook in config["webhooks"]:
+            path = webhook["clientConfig"]["service"]["path"]
+            webhook["clientConfig"] = {
+                "url": f"https://127.0.0.1:{port}{path}",
+                "caBundle": base64.b64encode(files["ca.crt"]).decode(),
+            }
+        api.call("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", config)
+
+
+def _training_operator_webhook_certs() -> dict[str, bytes]:
+    """The training operator's webhook CA and serving certificate (ca.crt, ca.key, tls.crt, tls.key), made on
+    first use and kept under the user's cache directory."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kubejobs" / "e2e-webhook-certs"
+    names = ("ca.crt", "ca.key", "tls.crt", "tls.key")
+    if not all((cache / n).is_file() for n in names):
+        ns = TRAINING_OPERATOR_NAMESPACE
+        work = cache.with_name(f"{cache.name}.{os.getpid()}")
+        ca = CertificateAuthority(work, "training-operator-ca", dns_names=("training-operator-ca",), rsa_key=True)
+        serving = ca.issue(
+            "webhook", f"training-operator.{ns}.svc", dns_names=(f"training-operator.{ns}.svc",), ips=("127.0.0.1",)
+        )
+        for name, data in (
+            ("ca.crt", ca.cert_pem),
+            ("ca.key", ca.key_pem),
+            ("tls.crt", serving.cert.read_bytes()),
+            ("tls.key", serving.key.read_bytes()),
+        ):
+            (work / name).write_bytes(data)
+        with contextlib.suppress(OSError):  # another run made it first: use theirs
+            work.rename(cache)
+    return {n: (cache / n).read_bytes() for n in names}
+
+
+# -- supervisor -------------------------------------------------------------------------------------------------
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs. A zombie (an exited child its parent, the pytest process, has not reaped yet)
+    counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
+
+
+def up(directory: Path, watch_pid: Optional[int]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "supervisor.pid").write_text(str(os.getpid()))
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
+    signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
+    plane = ControlPlane(directory, build_manifest())
+    try:
+        state = plane.start()
+        state["supervisor_pid"] = os.getpid()
+        tmp = directory / "state.json.tmp"
+        tmp.write_text(json.dumps(state, indent=1))
+        tmp.replace(directory / "state.json")
+        print(f"control plane up in {state['start_seconds']}s; KUBECONFIG={state['kubeconfig']}", flush=True)
+        while not stopping.wait(1.0):  # a stop signal ends the wait at once
+            plane._alive()
+            if watch_pid is not None and not _pid_alive(watch_pid):
+                print(f"watched process {watch_pid} is gone: stopping", flush=True)
+                break
+    finally:
+        plane.stop()
+        (directory / "state.json").unlink(missing_ok=True)
+        (directory / "supervisor.pid").unlink(missing_ok=True)
+        print("control plane stopped", flush=True)
+
+
+def down(directory: Path, timeout: float = 60) -> None:
+    pid_file = directory / "supervisor.pid"
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text())
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    wait_for("the control plane to stop", lambda: None if _pid_alive(pid) else True, timeout)
+
+
+def ensure_up(directory: Path, watch_pid: Optional[int], timeout: float = 5400) -> dict[str, Any]:
+    """Start the supervisor unless one already serves ``directory``; return its state (callers hold a lock)."""
+    state_file = directory / "state.json"
+    if state_file.exists():
+        state: dict[str, Any] = json.loads(state_file.read_text())
+        if _pid_alive(state["supervisor_pid"]):
+            return state
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "supervisor.log"
+    with log.open("ab") as out:
+        watch = [] if watch_pid is None else ["--watch-pid", str(watch_pid)]
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "e2e.controlplane", "up", "--dir", str(directory), *watch],
+            cwd=REPO / "tests",
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def started() -> Optional[dict[str, Any]]:
+        if state_file.exists():
+            found: dict[str, Any] = json.loads(state_file.read_text())
+            return found
+        if supervisor.poll() is not None:
+            raise RuntimeError(f"the control plane did not start; see {log}:\n{log.read_text()[-4000:]}")
+        return None
+
+    # The first run builds the binaries (cluster/build.py prints progress into the log).
+    return wait_for(f"the control plane (log: {log})", started, timeout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["up", "start", "down"], help="up: foreground; start: in the background")
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--watch-pid", type=int, help="stop when this process is gone")
+    args = parser.parse_args()
+    directory = args.dir.resolve()
+    if args.command == "up":
+        up(directory, args.watch_pid)
+    elif args.command == "start":
+        state = ensure_up(directory, args.watch_pid)
+        print(f"export KUBECONFIG={state['kubeconfig']}   # stop with: make cluster-down")
+    else:
+        down(directory)
+
+
+if __name__ == "__main__":
+    main()

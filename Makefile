@@ -35,7 +35,8 @@ system-deps:
 	      >.apt.log 2>&1 || { cat .apt.log; exit 1; }; rm -f .apt.log; \
 	  else echo "note: mpirun not found; install openmpi-bin for the local MPI tests"; fi; }
 
-# requirements.lock pins every third-party package (torch==2.13.0 is the CPU wheel on disk): resolving
+# requirements.lock pins every third-party package (torch==2.13.0 from PyPI: the CUDA build, whose nvidia-* and
+# triton wheels are 3.4 GB of the 5.4 GB venv; import torch needs them even on CPU): resolving
 # flytekit + ray + the official plugins from scratch takes minutes, installing a lock takes seconds.
 $(VENV)/.setup-done: requirements.lock $(foreach p,$(PLUGINS),$(p)/pyproject.toml) | system-deps
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -414,6 +414,9 @@ class ControlPlane:
                 f"--client-ca-file={ca.pair.cert}",
                 "--authorization-mode=Node,RBAC",
                 "--enable-admission-plugins=NodeRestriction,PodSecurity",
+                # As kubeadm and managed clusters run it: privileged pods exist, Pod Security admission and the
+                # connector's pod-security level decide where (off, every privileged pod is refused outright).
+                "--allow-privileged=true",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={sa.cert}",
                 f"--service-account-signing-key-file={sa.key}",

@@ -39,7 +39,13 @@ CASES: list[tuple[str, dict[str, Any], bool, bool]] = [
     ("host-pid", pod({"hostPID": True}), False, False),
     ("host-ipc", pod({"hostIPC": True}), False, False),
     ("host-network-false", pod({"hostNetwork": False}), True, True),
-    ("privileged", pod(container={"securityContext": {"privileged": True}}), False, False),
+    # (privileged needs allowPrivilegeEscalation: the API server refuses privileged with it false)
+    (
+        "privileged",
+        pod(container={"securityContext": {"privileged": True, "allowPrivilegeEscalation": True}}),
+        False,
+        False,
+    ),
     ("privileged-false", pod(container={"securityContext": {"privileged": False}}), True, True),
     ("host-path-root", pod({"volumes": [{"name": "root", "hostPath": {"path": "/"}}]}), False, False),
     ("empty-dir", pod({"volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}]}), True, True),
@@ -94,7 +100,13 @@ CASES: list[tuple[str, dict[str, Any], bool, bool]] = [
     ("run-as-root-user", pod(container={"securityContext": {"runAsUser": 0}}), True, False),
     ("run-as-non-root-false", pod(container={"securityContext": {"runAsNonRoot": False}}), True, False),
     ("pod-run-as-user-0", pod({"securityContext": {"runAsUser": 0}}), True, False),
-    ("proc-mount-unmasked", pod(container={"securityContext": {"procMount": "Unmasked"}}), False, False),
+    # Unmasked needs a user namespace (hostUsers: false), where baseline allows it and restricted does not.
+    (
+        "proc-mount-unmasked",
+        pod({"hostUsers": False}, container={"securityContext": {"procMount": "Unmasked"}}),
+        True,
+        False,
+    ),
     (
         "sysctl-safe",
         pod({"securityContext": {"sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"}]}}),

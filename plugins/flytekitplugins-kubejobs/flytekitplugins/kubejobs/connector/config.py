@@ -7,6 +7,7 @@
       kubeconfig: null                         # null: $KUBECONFIG, ~/.kube/config, else in-cluster
       context: null
       cache: true                              # watch-backed cache for get()
+      pod-security: baseline                   # privileged | baseline | restricted (Pod Security Standards)
       request-timeout: 10s
       watch-timeout: 5m
     plugins:                                   # the plugins: section of the FlytePropeller config
@@ -83,6 +84,8 @@ class ConnectorSettings:
     retry_deadline: float = 60.0
     #: Threads running blocking client calls (also the HTTP connection pool size).
     workers: int = 32
+    #: Pod Security Standards level every pod template of a job must meet (privileged, baseline, restricted).
+    pod_security: str = "baseline"
     backend: Optional[BackendConfig] = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -101,6 +104,9 @@ class ConnectorSettings:
                 raise ValueError(f"ConnectorSettings.{name} must be a positive int, got {value!r}")
         for name in _DURATIONS:
             object.__setattr__(self, name, _duration(f"ConnectorSettings.{name}", getattr(self, name)))
+        from ..backend.podsecurity import check_level
+
+        check_level("ConnectorSettings.pod_security", self.pod_security)
 
     @property
     def backend_config(self) -> BackendConfig:

@@ -136,6 +136,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         written to ``<output_prefix>/inputs.pb`` when ``{{.input}}`` asks for them (``placeholders.py``).
         """
         from ..backend import build_object, object_name_for
+        from ..backend.podsecurity import pod_security_violations
         from . import placeholders
         from .client import ApiError
 
@@ -152,6 +153,14 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         allowed = rt.settings.namespaces
         if allowed and namespace not in allowed:
             raise ValueError(f"namespace {namespace!r} is not one of the connector's namespaces {list(allowed)}")
+        violations = pod_security_violations(obj, rt.settings.pod_security)
+        if violations:
+            shown = "; ".join(str(v) for v in violations[:5])
+            more = f" (and {len(violations) - 5} more)" if len(violations) > 5 else ""
+            raise ValueError(
+                f"{self.kind.kind} {metadata['name']} is refused by the connector's pod security level "
+                f"{rt.settings.pod_security!r}: {shown}{more}"
+            )
         if found & {"input", "inputPrefix"}:  # before the job exists: its pods read them at start
             await placeholders.write_inputs(output_prefix, inputs, rt.settings.request_timeout)
         ours = execution_label(meta_pb)

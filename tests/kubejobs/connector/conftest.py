@@ -167,7 +167,7 @@ def runtime(request: pytest.FixtureRequest, server: FakeApiServer, tmp_path: Pat
 
 @pytest.fixture
 def cached_runtime(server: FakeApiServer, tmp_path: Path) -> Iterator[Runtime]:
-    rt = configure(fast_settings(server, tmp_path, cache=True))
+    rt = configure(fast_settings(server, tmp_path, cache=True, input_prefixes=(str(tmp_path),)))
     yield rt
     shutdown()
 

@@ -192,3 +192,45 @@ def test_a_ray_pod_template_task_gets_a_rendered_entrypoint(
     written = literals_pb2.LiteralMap()
     written.ParseFromString((tmp_path / "out" / "inputs.pb").read_bytes())
     assert written == _inputs(x=1).to_flyte_idl()
+
+
+@pytest.mark.parametrize(
+    ("where", "match"),
+    [
+        ("elsewhere", r"is outside the connector's input-prefixes"),
+        ("{tmp}-sibling/out", r"is outside the connector's input-prefixes"),  # a shared string prefix is not enough
+        ("{tmp}/out/../../etc", r"has a '\.\.' segment"),
+        ("file:///etc/cron.d", r"is outside the connector's input-prefixes"),
+    ],
+)
+def test_inputs_are_written_only_under_the_configured_prefixes(
+    server: FakeApiServer, cached_runtime: Any, kit: Any, tmp_path: Path, pod_task_template: Any, where: str, match: str
+) -> None:
+    # The caller names the output prefix; the connector writes there with its own storage credentials.
+    prefix = where.format(tmp=tmp_path) if "{tmp}" in where else where
+    if where == "elsewhere":
+        prefix = str(tmp_path.parent / "elsewhere")
+    connector = ConnectorRegistry.get_connector("pytorch", 1)
+    with pytest.raises(ValueError, match=match):
+        asyncio.run(connector.create(pod_task_template, prefix, _inputs(x=3, factor=2.5), kit.metadata("outside")))
+    assert server.request_total() == 0  # refused before the job was created
+    assert not (tmp_path.parent / "elsewhere").exists() and not Path(f"{tmp_path}-sibling").exists()
+
+
+def test_without_input_prefixes_the_connector_writes_nowhere(
+    server: FakeApiServer, kit: Any, tmp_path: Path, pod_task_template: Any
+) -> None:
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    configure(kit.settings(server, tmp_path, cache=False))
+    try:
+        connector = ConnectorRegistry.get_connector("pytorch", 1)
+        with pytest.raises(ValueError, match="the connector has no input-prefixes setting"):
+            asyncio.run(
+                connector.create(
+                    pod_task_template, str(tmp_path / "out"), _inputs(x=1, factor=1.0), kit.metadata("none")
+                )
+            )
+    finally:
+        shutdown()
+    assert not (tmp_path / "out").exists()

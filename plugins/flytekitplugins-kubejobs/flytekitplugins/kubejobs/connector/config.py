@@ -8,6 +8,7 @@
       context: null
       cache: true                              # watch-backed cache for get()
       pod-security: baseline                   # privileged | baseline | restricted (Pod Security Standards)
+      input-prefixes: [s3://my-flyte-bucket/metadata/]   # where pod-template tasks' inputs.pb may be written
       request-timeout: 10s
       watch-timeout: 5m
     plugins:                                   # the plugins: section of the FlytePropeller config
@@ -86,12 +87,17 @@ class ConnectorSettings:
     workers: int = 32
     #: Pod Security Standards level every pod template of a job must meet (privileged, baseline, restricted).
     pod_security: str = "baseline"
+    #: Where the connector may write a pod-template task's inputs.pb (Flyte's metadata prefixes); empty: nowhere.
+    input_prefixes: tuple[str, ...] = ()
     backend: Optional[BackendConfig] = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.namespaces, str) or not all(isinstance(n, str) and n for n in self.namespaces):
             raise TypeError(f"ConnectorSettings.namespaces must be a list of names, got {self.namespaces!r}")
         object.__setattr__(self, "namespaces", tuple(self.namespaces))
+        if isinstance(self.input_prefixes, str) or not all(isinstance(n, str) and n for n in self.input_prefixes):
+            raise TypeError(f"ConnectorSettings.input_prefixes must be a list of prefixes, got {self.input_prefixes!r}")
+        object.__setattr__(self, "input_prefixes", tuple(self.input_prefixes))
         for name in ("kubeconfig", "context"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
@@ -137,7 +143,8 @@ class ConnectorSettings:
             attr = str(key).replace("-", "_")
             if attr not in known:
                 raise ValueError(f"connector.{key} is not a connector setting (known: {sorted(known)})")
-            kw[attr] = tuple(value or ()) if attr == "namespaces" and isinstance(value, list) else value
+            listed = attr in ("namespaces", "input_prefixes") and isinstance(value, list)
+            kw[attr] = tuple(value or ()) if listed else value
         for key, raw in (env or {}).items():
             if key.startswith(_ENV_PREFIX) and key != CONFIG_ENV:
                 attr = key[len(_ENV_PREFIX) :].lower()
@@ -195,7 +202,7 @@ def _pod_templates(manifests: object) -> dict[str, Any]:
 
 
 def _from_env(attr: str, raw: str) -> Any:
-    if attr == "namespaces":
+    if attr in ("namespaces", "input_prefixes"):
         return tuple(n.strip() for n in raw.split(",") if n.strip())
     if attr == "cache":
         if raw.lower() not in ("true", "false", "1", "0"):

@@ -162,6 +162,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
                 f"{rt.settings.pod_security!r}: {shown}{more}"
             )
         if found & {"input", "inputPrefix"}:  # before the job exists: its pods read them at start
+            placeholders.check_output_prefix(output_prefix, rt.settings.input_prefixes)
             await placeholders.write_inputs(output_prefix, inputs, rt.settings.request_timeout)
         ours = execution_label(meta_pb)
         from .runtime import MANAGED_BY, MANAGED_BY_LABEL

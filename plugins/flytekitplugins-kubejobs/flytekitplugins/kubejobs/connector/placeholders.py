@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Optional
 if TYPE_CHECKING:
     from flytekit.models.literals import LiteralMap
 
-__all__ = ["INPUTS_FILE", "found_placeholders", "values", "write_inputs"]
+__all__ = ["INPUTS_FILE", "check_output_prefix", "found_placeholders", "values", "write_inputs"]
 
 INPUTS_FILE = "inputs.pb"
 #: Placeholder names as Flyte spells them; matching is case-insensitive, like propeller's.
@@ -142,6 +142,27 @@ def values(found: set[str], output_prefix: str, inputs: Optional[LiteralMap], ob
             )
         out[name] = _input_value(name[len("Inputs.") :], inputs) if name.startswith("Inputs.") else derived[name]
     return out
+
+
+def _normalized(prefix: str) -> str:
+    path = prefix[len("file://") :] if prefix.startswith("file://") else prefix
+    return path.rstrip("/")
+
+
+def check_output_prefix(output_prefix: str, allowed: tuple[str, ...]) -> None:
+    """Refuse to write under ``output_prefix`` unless it lies inside one of the ``allowed`` prefixes (the
+    connector's ``input-prefixes`` setting): the connector writes with its own storage credentials, and the
+    prefix comes from the caller. ``..`` segments are refused outright; ``file://`` is the same as a path."""
+    where = _normalized(output_prefix)
+    if not allowed:
+        raise ValueError(
+            f"the task needs its inputs written to {output_prefix!r}, but the connector has no input-prefixes "
+            "setting naming where it may write (e.g. input-prefixes: [s3://my-flyte-bucket/metadata/])"
+        )
+    if ".." in where.split("/"):
+        raise ValueError(f"output prefix {output_prefix!r} has a '..' segment")
+    if not any(where == a or where.startswith(a + "/") for a in map(_normalized, allowed)):
+        raise ValueError(f"output prefix {output_prefix!r} is outside the connector's input-prefixes {list(allowed)}")
 
 
 async def write_inputs(output_prefix: str, inputs: Optional[LiteralMap], timeout: float) -> str:

@@ -4,7 +4,8 @@ Flyte's own builder is Go inside propeller, so there is no in-process baseline f
 the rows that matter are ratios measured in this run:
 - replica count: 10,000 vs 1 replica (nothing is built per replica, so the target is ~1.0x);
 - worker groups: cost per group at 64 groups vs at 8 (linear growth: at most ~1.0x);
-- validation: build + CRD-schema validation vs build alone (reported, no target).
+- validation: build + CRD-schema validation vs build alone (reported, no target);
+- TrainJob (Kubeflow Trainer v2) vs PyTorchJob from the same custom (the same pod is built, then split).
 """
 
 from __future__ import annotations
@@ -134,6 +135,11 @@ def rows() -> list[Row]:
     ):
         (ms,) = _compare((template, plain, False, n))
         out.append(Row(f"backend build {name}", ms, None, "ms", "< 5 ms", ms < 5))
+    from flytekitplugins.kubejobs.backend.trainjob_config import TrainJobConfig
+
+    to_trainjob = BackendConfig(trainjob=TrainJobConfig(task_types=frozenset({"pytorch"})))
+    v1, v2 = _compare((pytorch(4), plain, False, 200), (pytorch(4), to_trainjob, False, 200), repeat=11)
+    out.append(Row("backend TrainJob vs PyTorchJob build, same custom", v2, v1, "ms", "<= 1.5x", v2 / v1 <= 1.5))
     for name, make in (("PyTorchJob", pytorch), ("RayJob", lambda r: ray(1, r))):
         one, many = _compare((make(1), plain, False, 100), (make(10_000), plain, False, 100), repeat=21)
         out.append(Row(f"backend {name}: 10,000 vs 1 replicas", many, one, "ms", "<= 1.2x", many / one <= 1.2))

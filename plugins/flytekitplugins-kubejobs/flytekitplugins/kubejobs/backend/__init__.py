@@ -69,6 +69,12 @@ def build_object(
     Any malformed input is a ``BuildError`` (a ``ValueError``) whose message says what is wrong.
     """
     config = config or BackendConfig()
+    if template.type in config.trainjob.task_types:
+        from .trainjob import build_trainjob
+
+        return build_trainjob(
+            template, metadata, config, config.trainjob, template_vars=template_vars, validate=validate
+        )
     kind = OPERATORS.get(template.type)
     if kind is None:
         raise BuildError(f"task type {template.type!r} is not one of {sorted(OPERATORS)}")

@@ -33,6 +33,7 @@ from ..fields import check_str, check_str_map
 from ..k8sobjects import to_k8s_dict, to_k8s_list
 from ..resources import DEFAULT_GPU_RESOURCE_NAME, check_quantity
 from .logs import LogConfig
+from .trainjob_config import TrainJobConfig
 
 if TYPE_CHECKING:
     from ..schema import SchemaSet
@@ -266,6 +267,8 @@ class BackendConfig:
     ray: RayConfig = field(default_factory=RayConfig)
     kf_operator: KfOperatorConfig = field(default_factory=KfOperatorConfig)
     logs: LogConfig = field(default_factory=LogConfig)
+    #: ``plugins.trainjob``: the task types built as Kubeflow Trainer v2 TrainJobs (none by default).
+    trainjob: TrainJobConfig = field(default_factory=TrainJobConfig)
     #: Directory holding the CRD schemas (``kubeflow.org_pytorchjobs.json``...); None: controller rules only.
     crd_dir: Optional[str] = None
     #: Cluster PodTemplates by name (``{"metadata": {...}, "spec": {...}}``, the object's ``template``), for
@@ -284,6 +287,7 @@ class BackendConfig:
             ray=RayConfig.from_section(_section("plugins.ray", plugins.get("ray"))),
             kf_operator=KfOperatorConfig.from_section(_section("plugins.kf-operator", plugins.get("kf-operator"))),
             logs=LogConfig() if logs is None else LogConfig.from_flyte_config(dict(_section("plugins.logs", logs))),
+            trainjob=TrainJobConfig.from_section(_section("plugins.trainjob", plugins.get("trainjob"))),
             crd_dir=crd_dir,
         )
 

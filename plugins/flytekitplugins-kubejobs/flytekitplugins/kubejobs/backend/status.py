@@ -202,6 +202,10 @@ def task_phase(
     if not isinstance(obj, Mapping):
         raise ValueError(f"a job object must be a mapping, got {type(obj).__name__}")
     kind = obj.get("kind")
+    if kind == "TrainJob":
+        from .trainjob_status import trainjob_phase
+
+        return trainjob_phase(obj, config, metadata, now, task_config=task_config)
     task_type = _KIND_TO_TASK_TYPE.get(kind) if isinstance(kind, str) else None
     if task_type is None:
         raise ValueError(f"kind must be one of {sorted(_KIND_TO_TASK_TYPE)}, got {kind!r:.200}")

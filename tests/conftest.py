@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,14 @@ def schemas(crd_dir: Path) -> Any:
     from flytekitplugins.kubejobs.schema import SchemaSet
 
     return SchemaSet.from_dir(crd_dir)
+
+
+@pytest.fixture(autouse=True)
+def _no_kubejobs_settings_from_the_shell() -> Iterator[None]:
+    """The suite gives the same result whatever ``KUBEJOBS_*`` variables the shell has set (the CRD
+    directory above is read once, at import, before this runs). Its own MonkeyPatch, so a test's
+    ``monkeypatch`` is still undone before the local-world fixtures compare the environment."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith("KUBEJOBS_")]:
+            patch.delenv(name)
+        yield

@@ -18,7 +18,7 @@ import yaml
 from flyteidl.plugins import ray_pb2
 from flytekit import PodTemplate, Resources, task
 from flytekit.configuration import ImageConfig, SerializationSettings
-from flytekitplugins.kubejobs.resources import parse_quantity
+from flytekitplugins.kubejobs.wire.quantity import parse_quantity
 from flytekitplugins.raycluster.task import RayFunctionTask
 from google.protobuf import json_format
 from kubernetes.client import (

@@ -8,7 +8,7 @@ import pytest
 from flytekitplugins.kubejobs.backend import BackendConfig
 from flytekitplugins.kubejobs.backend.config import parse_go_duration
 from flytekitplugins.kubejobs.backend.naming import object_name
-from flytekitplugins.kubejobs.operators import OPERATORS
+from flytekitplugins.kubejobs.wire.kinds import KINDS
 
 PROPELLER = """
 propeller:
@@ -177,7 +177,7 @@ DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 @pytest.mark.parametrize("raw", ["abc-n0-0", "A" * 100, "exec_1-Node.2-0", "0abc-n0-1", "-x-", "é" * 70, "", "a" * 63])
-@pytest.mark.parametrize("limit", sorted({k.max_name_length for k in OPERATORS.values()}))
+@pytest.mark.parametrize("limit", sorted({k.max_name_length for k in KINDS.values()}))
 def test_names_are_dns_1035_within_the_limit(raw, limit):
     name = object_name(raw, limit)
     assert DNS_1035.match(name) and len(name) <= limit

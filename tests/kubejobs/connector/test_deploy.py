@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 from flytekitplugins.kubejobs.connector import SUPPORTED
 from flytekitplugins.kubejobs.connector.config import ConnectorSettings
-from flytekitplugins.kubejobs.operators import OPERATORS
+from flytekitplugins.kubejobs.wire.kinds import KINDS
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 
@@ -37,7 +37,7 @@ def test_rbac_grants_only_create_get_list_watch_delete_on_the_four_crds() -> Non
     }
     expected = {
         (kind.group, kind.plural, verb)
-        for kind in OPERATORS.values()
+        for kind in KINDS.values()
         for verb in ("create", "get", "list", "watch", "delete")
     }
     assert granted == expected

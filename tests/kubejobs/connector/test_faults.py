@@ -14,8 +14,8 @@ import pytest
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekitplugins.kubejobs.connector.client import ApiError
-from flytekitplugins.kubejobs.operators import OPERATORS
 from flytekitplugins.kubejobs.testing import FakeApiServer
+from flytekitplugins.kubejobs.wire.kinds import KINDS
 
 TERMINAL = {
     "succeed": (TaskExecution.SUCCEEDED,),
@@ -142,7 +142,7 @@ def test_two_hundred_concurrent_tasks_with_faults(server: FakeApiServer, cached_
         assert not errors, errors[:3]
 
     asyncio.run(scenario())
-    for kind in {OPERATORS[t] for t, _ in kinds}:
+    for kind in {KINDS[t] for t, _ in kinds}:
         assert server.objects(kind.group, kind.plural) == []  # zero leaked objects
     assert server.store.created == 200  # one object per task: no duplicates
     assert len(server.store.deletions) == 200

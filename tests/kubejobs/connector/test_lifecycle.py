@@ -14,9 +14,9 @@ import pytest
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekitplugins.kubejobs.connector import SUPPORTED, KubeJobConnector
-from flytekitplugins.kubejobs.operators import OPERATORS
 from flytekitplugins.kubejobs.testing import FakeApiServer
 from flytekitplugins.kubejobs.testing.operator import KUBEFLOW_FAILURE, RAY_FAILURE
+from flytekitplugins.kubejobs.wire.kinds import KINDS
 
 FAILURES = (TaskExecution.RETRYABLE_FAILED, TaskExecution.FAILED)
 
@@ -44,7 +44,7 @@ def test_lifecycle_to_the_true_final_phase(
 ) -> None:
     connector = ConnectorRegistry.get_connector(task_type, version)
     assert isinstance(connector, KubeJobConnector)
-    kind = OPERATORS[task_type]
+    kind = KINDS[task_type]
     execution = f"e{task_type[:2]}{version}{outcome[0]}"
     meta_in = kit.metadata(execution)
     server.set_outcome(f"{execution}-n0-0", outcome)

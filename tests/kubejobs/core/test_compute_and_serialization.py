@@ -9,8 +9,9 @@ from flyteidl.plugins.common_pb2 import CommonReplicaSpec
 from flytekit import Resources
 from flytekitplugins.kubejobs import ComputeTemplate, ReplicaRole, RunPolicy, SchedulingPolicy
 from flytekitplugins.kubejobs.compute import Requirements, resolve_requirements
-from flytekitplugins.kubejobs.extension import EXTENSION_KEY, build_extension, warn_extension_once
+from flytekitplugins.kubejobs.extension import build_extension, warn_extension_once
 from flytekitplugins.kubejobs.idl import fill_replica_spec, run_policy_to_idl
+from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
 from google.protobuf.json_format import MessageToDict
 
 A100 = ComputeTemplate(

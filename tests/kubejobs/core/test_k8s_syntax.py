@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from flytekitplugins.kubejobs.k8svalidation import (
+from flytekitplugins.kubejobs.wire.k8ssyntax import (
     check_env_names,
     check_image,
     check_labels,

@@ -18,15 +18,15 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Optional, TypeVar, Union
 
-from flytekitplugins.kubejobs.fields import (
+from flytekitplugins.kubejobs.policies import RunPolicy
+from flytekitplugins.kubejobs.roles import ReplicaRole
+from flytekitplugins.kubejobs.wire.fields import (
     INT32_MAX,
     check_int,
     check_optional_bool,
     check_optional_int,
     check_optional_str,
 )
-from flytekitplugins.kubejobs.policies import RunPolicy
-from flytekitplugins.kubejobs.roles import ReplicaRole
 
 from .roles import PS, Chief, Evaluator, Launcher, Master, Worker
 

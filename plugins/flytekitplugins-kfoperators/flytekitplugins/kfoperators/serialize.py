@@ -17,10 +17,11 @@ from __future__ import annotations
 from typing import Any, Optional, Union
 
 from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2, tensorflow_pb2
-from flytekitplugins.kubejobs.extension import EXTENSION_KEY, build_extension
+from flytekitplugins.kubejobs.extension import build_extension
 from flytekitplugins.kubejobs.idl import fill_replica_spec, run_policy_to_idl
 from flytekitplugins.kubejobs.policies import RunPolicy
 from flytekitplugins.kubejobs.roles import ReplicaRole
+from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
 from google.protobuf.json_format import MessageToDict
 
 from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob

@@ -17,7 +17,8 @@ from typing import Any, ClassVar, Optional, TypeVar, Union
 from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
-from flytekitplugins.kubejobs.extension import EXTENSION_KEY, warn_extension_once
+from flytekitplugins.kubejobs.extension import warn_extension_once
+from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
 
 from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 from .local import scoped_environ, world_of_one

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .compute import ComputeTemplate
-    from .extension import EXTENSION_KEY
     from .policies import CleanPodPolicy, RestartPolicy, RunPolicy, SchedulingPolicy
     from .roles import ReplicaRole
+    from .wire.extension import EXTENSION_KEY
 
 __all__ = [
     "CleanPodPolicy",
@@ -34,7 +34,7 @@ __all__ = [
 _HOMES = {
     "CleanPodPolicy": "policies",
     "ComputeTemplate": "compute",
-    "EXTENSION_KEY": "extension",
+    "EXTENSION_KEY": "wire.extension",
     "ReplicaRole": "roles",
     "RestartPolicy": "policies",
     "RunPolicy": "policies",

@@ -27,9 +27,11 @@ from typing import Any, NamedTuple, Optional, Union
 
 from flytekit import Resources
 
-from .fields import check_int, check_str, check_str_map
 from .k8sobjects import to_k8s_list
-from .resources import DEFAULT_GPU_RESOURCE_NAME, check_quantity, merge_quantities, parse_quantity, resources_to_k8s
+from .resources import merge_quantities, resources_to_k8s
+from .wire.extension import DEFAULT_GPU_RESOURCE_NAME
+from .wire.fields import check_int, check_str, check_str_map
+from .wire.quantity import check_quantity, parse_quantity
 
 __all__ = ["ComputeTemplate", "Requirements", "resolve_requirements"]
 

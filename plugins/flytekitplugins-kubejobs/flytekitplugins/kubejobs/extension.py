@@ -1,81 +1,33 @@
-"""The ``kubejobs`` extension key: settings the operators support but the flyteidl messages cannot carry.
+"""Building the ``kubejobs`` extension key from the shared config types (its shape: ``wire.extension``).
 
-It sits next to the proto fields in a task's custom. Stock Flyte backends parse customs with unknown
-fields allowed and ignore it; this project's backend honours it. Its shape (version 1) is
-Kubernetes-wire-shaped so the backend copies values without translating them::
-
-    "kubejobs": {
-      "version": 1,
-      "replicaSpecs": {                      # keyed by the operator's role name
-        "Worker": {
-          "nodeSelector": {"pool": "spot"},
-          "tolerations": [{...}], "affinity": {...},
-          "env": [{"name": "A", "value": "1"}],
-          "volumes": [{...}], "volumeMounts": [{...}],
-          "gpuResourceName": "amd.com/gpu",  # the accelerator the IDL's GPU count means
-          "resources": {"requests": {"example.com/fpga": "1"}, "limits": {...}}  # names the IDL lacks
-        }
-      },
-      "runPolicy": {"suspend": true, "backoffLimit": 0,
-                    "schedulingPolicy": {"minAvailable": 3, "queue": "q", "priorityClass": "high"}}
-    }
+Only what the flyteidl messages cannot carry goes there; ``build_extension`` returns None when nothing
+does, so a config that needs no extension serializes exactly as the official plugins do.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Optional, TypedDict
+from typing import Optional
 
 from .policies import RunPolicy
-from .resources import DEFAULT_GPU_RESOURCE_NAME
 from .roles import ReplicaRole
+from .wire.extension import (
+    DEFAULT_GPU_RESOURCE_NAME,
+    EXTENSION_KEY,
+    EXTENSION_VERSION,
+    IDL_RESOURCE_NAMES,
+    Extension,
+    ResourceMaps,
+    RoleExtension,
+    RunPolicyExtension,
+)
 
 __all__ = [
-    "EXTENSION_KEY",
-    "EXTENSION_VERSION",
-    "RoleExtension",
-    "RunPolicyExtension",
-    "Extension",
     "role_extension",
     "run_policy_extension",
     "build_extension",
     "warn_extension_once",
 ]
-
-EXTENSION_KEY = "kubejobs"
-EXTENSION_VERSION = 1
-
-# Resource names the IDL's Resources message carries besides its GPU count (CPU, MEMORY, EPHEMERAL_STORAGE);
-# the GPU entry is whichever accelerator the role's compute template names.
-IDL_RESOURCE_NAMES = frozenset({"cpu", "memory", "ephemeral-storage"})
-
-
-class _ResourceMaps(TypedDict, total=False):
-    requests: dict[str, str]
-    limits: dict[str, str]
-
-
-class RoleExtension(TypedDict, total=False):
-    nodeSelector: dict[str, str]
-    tolerations: list[dict[str, Any]]
-    affinity: dict[str, Any]
-    env: list[dict[str, Any]]
-    volumes: list[dict[str, Any]]
-    volumeMounts: list[dict[str, Any]]
-    gpuResourceName: str
-    resources: _ResourceMaps
-
-
-class RunPolicyExtension(TypedDict, total=False):
-    suspend: bool
-    backoffLimit: int
-    schedulingPolicy: dict[str, Any]
-
-
-class Extension(TypedDict, total=False):
-    version: int
-    replicaSpecs: dict[str, RoleExtension]
-    runPolicy: RunPolicyExtension
 
 
 def role_extension(role: ReplicaRole) -> RoleExtension:
@@ -100,7 +52,7 @@ def role_extension(role: ReplicaRole) -> RoleExtension:
     if gpu_name != DEFAULT_GPU_RESOURCE_NAME:
         ext["gpuResourceName"] = gpu_name
     requirements = role.requirements()
-    extra: _ResourceMaps = {}
+    extra: ResourceMaps = {}
     for side in ("requests", "limits"):
         others = {k: v for k, v in getattr(requirements, side).items() if k not in IDL_RESOURCE_NAMES and k != gpu_name}
         if others:

@@ -13,8 +13,8 @@ from flyteidl.core import tasks_pb2
 from flyteidl.plugins.kubeflow import common_pb2 as kubeflow_common_pb2
 
 from .policies import RunPolicy
-from .resources import DEFAULT_GPU_RESOURCE_NAME
 from .roles import ReplicaRole
+from .wire.extension import DEFAULT_GPU_RESOURCE_NAME
 
 __all__ = ["resources_to_idl", "fill_replica_spec", "run_policy_to_idl"]
 

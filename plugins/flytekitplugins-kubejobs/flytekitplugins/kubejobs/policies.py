@@ -13,7 +13,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from .fields import check_optional_bool, check_optional_int, check_optional_str, coerce_enum
+from .wire.fields import check_optional_bool, check_optional_int, check_optional_str, coerce_enum
 
 __all__ = ["RestartPolicy", "CleanPodPolicy", "SchedulingPolicy", "RunPolicy"]
 

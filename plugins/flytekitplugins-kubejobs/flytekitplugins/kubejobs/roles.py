@@ -18,10 +18,10 @@ from typing import Any, ClassVar, Optional, Union
 from flytekit import Resources
 
 from .compute import ComputeTemplate, Requirements, resolve_requirements
-from .fields import check_int, check_optional_str, check_str_map
 from .k8sobjects import env_to_k8s, to_k8s_dict, to_k8s_list
 from .policies import RestartPolicy
 from .resources import normalize_resources
+from .wire.fields import check_int, check_optional_str, check_str_map
 
 __all__ = ["ReplicaRole"]
 

@@ -20,7 +20,8 @@ from typing import Any, ClassVar, Optional
 
 from flytekit import PodTemplate, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate
-from flytekitplugins.kubejobs.fields import (
+from flytekitplugins.kubejobs.resources import normalize_resources
+from flytekitplugins.kubejobs.wire.fields import (
     check_bool,
     check_int,
     check_optional_int,
@@ -29,7 +30,6 @@ from flytekitplugins.kubejobs.fields import (
     check_str_map,
     coerce_enum,
 )
-from flytekitplugins.kubejobs.resources import normalize_resources
 
 from .pods import RAY_HEAD_CONTAINER, RAY_WORKER_CONTAINER, group_k8s_pod
 from .runtime_env import check_runtime_env

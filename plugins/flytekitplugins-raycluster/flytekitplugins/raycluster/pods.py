@@ -23,9 +23,9 @@ from typing import Any, Optional
 
 from flytekit import PodTemplate, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate, Requirements, resolve_requirements
-from flytekitplugins.kubejobs.fields import check_str_map
 from flytekitplugins.kubejobs.k8sobjects import to_k8s_dict
-from flytekitplugins.kubejobs.resources import check_quantity
+from flytekitplugins.kubejobs.wire.fields import check_str_map
+from flytekitplugins.kubejobs.wire.quantity import check_quantity
 
 __all__ = ["RAY_HEAD_CONTAINER", "RAY_WORKER_CONTAINER", "group_k8s_pod"]
 

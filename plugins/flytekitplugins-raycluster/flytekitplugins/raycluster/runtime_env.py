@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from flytekitplugins.kubejobs.fields import check_json_object, check_str, check_str_map
+from flytekitplugins.kubejobs.wire.fields import check_json_object, check_str, check_str_map
 
 __all__ = ["DRIVER_EXCLUDES", "check_runtime_env", "driver_runtime_env"]
 

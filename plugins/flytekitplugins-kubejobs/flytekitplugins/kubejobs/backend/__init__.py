@@ -24,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..operators import OPERATORS
+from ..wire.kinds import KINDS
+from . import kubeflow, ray  # noqa: F401  # their builders register themselves
+from .builders import BuildContext, spec_builder
 from .config import BackendConfig
 from .errors import BuildError
-from .kubeflow import BuildContext, build_kubeflow_spec
 from .naming import execution_name_parts, object_name
-from .ray import build_ray_spec
 from .status import Phase, PhaseInfo, task_phase
 
 __all__ = ["BackendConfig", "BuildError", "Phase", "PhaseInfo", "build_object", "object_name_for", "task_phase"]
@@ -37,7 +37,7 @@ __all__ = ["BackendConfig", "BuildError", "Phase", "PhaseInfo", "build_object", 
 
 def object_name_for(template: Any, metadata: Any) -> str:
     """The object's name: ``<execution>-<node>-<attempt>``, made a DNS-1035 label within the kind's limit."""
-    kind = OPERATORS.get(template.type)
+    kind = KINDS.get(template.type)
     limit = kind.max_name_length if kind else 63
     return object_name(execution_name_parts(metadata.task_execution_id), limit)
 
@@ -75,31 +75,36 @@ def build_object(
         return build_trainjob(
             template, metadata, config, config.trainjob, template_vars=template_vars, validate=validate
         )
-    kind = OPERATORS.get(template.type)
+    kind = KINDS.get(template.type)
     if kind is None:
-        raise BuildError(f"task type {template.type!r} is not one of {sorted(OPERATORS)}")
+        raise BuildError(f"task type {template.type!r} is not one of {sorted(KINDS)}")
     for key, value in (template_vars or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError(f"template_vars must map str to str, got {key!r}: {value!r}")
     ctx = BuildContext(
-        template, metadata, config, object_name_for(template, metadata), dict(template_vars) if template_vars else None
+        template,
+        metadata,
+        config,
+        object_name_for(template, metadata),
+        dict(template_vars) if template_vars else None,
+        kind,
     )
-    obj_labels: dict[str, str] = {}
-    obj_annotations: dict[str, str] = {}
-    if kind.task_type == "ray":
-        spec, obj_labels, obj_annotations = build_ray_spec(ctx)
-    else:
-        spec = build_kubeflow_spec(ctx)
+    built = spec_builder(kind)(ctx)
     task_meta = template.metadata.metadata
     k8s = config.k8s
     object_meta: dict[str, Any] = {
         "name": ctx.name,
-        "labels": {**k8s.default_labels, **obj_labels, **task_meta.labels, **metadata.labels},
-        "annotations": {**k8s.default_annotations, **obj_annotations, **task_meta.annotations, **metadata.annotations},
+        "labels": {**k8s.default_labels, **built.labels, **task_meta.labels, **metadata.labels},
+        "annotations": {
+            **k8s.default_annotations,
+            **built.annotations,
+            **task_meta.annotations,
+            **metadata.annotations,
+        },
     }
     if metadata.namespace:
         object_meta["namespace"] = metadata.namespace
-    obj = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": object_meta, "spec": spec}
+    obj = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": object_meta, "spec": built.spec}
     if validate:
         _validate(obj, config)
     return obj

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from ..fields import check_str, check_str_map
 from ..k8sobjects import to_k8s_dict, to_k8s_list
-from ..resources import DEFAULT_GPU_RESOURCE_NAME, check_quantity
+from ..wire.extension import DEFAULT_GPU_RESOURCE_NAME
+from ..wire.fields import check_str, check_str_map
+from ..wire.quantity import check_quantity
 from .logs import LogConfig
 from .trainjob_config import TrainJobConfig
 

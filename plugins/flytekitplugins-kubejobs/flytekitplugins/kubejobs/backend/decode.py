@@ -12,7 +12,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
-from ..extension import EXTENSION_KEY
+from ..wire.extension import EXTENSION_KEY
 from .errors import BuildError
 
 __all__ = ["custom_dict", "decode_custom", "struct_dict", "whole_numbers"]

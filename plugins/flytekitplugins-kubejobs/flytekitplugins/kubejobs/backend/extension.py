@@ -10,16 +10,13 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..extension import EXTENSION_KEY, EXTENSION_VERSION
-from ..fields import INT32_MAX
-from ..resources import check_quantity
+from ..wire.extension import EXTENSION_KEY, EXTENSION_VERSION, ROLE_KEYS, RUN_POLICY_KEYS, SECTIONS
+from ..wire.fields import INT32_MAX
+from ..wire.kinds import JobKind
+from ..wire.quantity import check_quantity
 from .errors import BuildError
 
 __all__ = ["parse_extension", "apply_role_extension", "apply_run_policy_extension"]
-
-_ROLE_KEYS = frozenset(
-    {"nodeSelector", "tolerations", "affinity", "env", "volumes", "volumeMounts", "gpuResourceName", "resources"}
-)
 
 
 def _dict(path: str, value: object) -> dict[str, Any]:
@@ -50,9 +47,9 @@ def _str_map(path: str, value: object) -> dict[str, str]:
 
 def _role(path: str, value: object) -> dict[str, Any]:
     spec = copy.deepcopy(_dict(path, value))
-    unknown = set(spec) - _ROLE_KEYS
+    unknown = set(spec) - ROLE_KEYS
     if unknown:
-        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(_ROLE_KEYS)}")
+        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(ROLE_KEYS)}")
     if "nodeSelector" in spec:
         _str_map(f"{path}.nodeSelector", spec["nodeSelector"])
     for key in ("tolerations", "volumeMounts"):
@@ -78,8 +75,9 @@ def _role(path: str, value: object) -> dict[str, Any]:
     return spec
 
 
-def parse_extension(custom: Mapping[str, Any], roles: tuple[str, ...]) -> dict[str, Any]:
-    """The checked extension of ``custom`` (``{}`` when absent); ``roles`` are the kind's role names."""
+def parse_extension(custom: Mapping[str, Any], kind: JobKind) -> dict[str, Any]:
+    """The checked extension of ``custom`` (``{}`` when absent). Every key is honoured or refused: a section
+    the kind does not honour (``JobKind.extension_sections``) or an unknown key is a ``BuildError``."""
     raw = custom.get(EXTENSION_KEY)
     if raw is None:
         return {}
@@ -87,6 +85,16 @@ def parse_extension(custom: Mapping[str, Any], roles: tuple[str, ...]) -> dict[s
     version = ext.get("version", EXTENSION_VERSION)
     if version != EXTENSION_VERSION:
         raise BuildError(f"{EXTENSION_KEY}.version {version!r} is not supported (this backend reads version 1)")
+    for key in sorted(set(ext) - {"version"}):
+        if key not in SECTIONS:
+            raise BuildError(f"{EXTENSION_KEY} has unknown key {key!r}; known: {sorted(SECTIONS | {'version'})}")
+        if key not in kind.extension_sections:
+            honoured = sorted(kind.extension_sections) or "none"
+            raise BuildError(
+                f"{EXTENSION_KEY}.{key} is not supported for {kind.kind} (it honours: {honoured}); "
+                "the setting would be dropped, so the task is refused"
+            )
+    roles = kind.role_names
     out: dict[str, Any] = {"replicaSpecs": {}, "runPolicy": {}}
     for name, spec in _dict(f"{EXTENSION_KEY}.replicaSpecs", ext.get("replicaSpecs") or {}).items():
         if name not in roles:
@@ -104,7 +112,7 @@ def parse_extension(custom: Mapping[str, Any], roles: tuple[str, ...]) -> dict[s
         elif key == "schedulingPolicy":
             item = copy.deepcopy(_dict(f"{path}.schedulingPolicy", item))
         else:
-            raise BuildError(f"{path} has unknown key {key!r}; known: ['backoffLimit', 'schedulingPolicy', 'suspend']")
+            raise BuildError(f"{path} has unknown key {key!r}; known: {sorted(RUN_POLICY_KEYS)}")
         out["runPolicy"][key] = item
     return out
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -12,26 +11,17 @@ from flyteidl.plugins import pytorch_pb2 as pytorch_v0
 from flyteidl.plugins import tensorflow_pb2 as tensorflow_v0
 from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2, tensorflow_pb2
 
-from .config import BackendConfig
+from .builders import BuildContext, BuiltSpec, builds
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import apply_role_extension, apply_run_policy_extension, parse_extension
 from .pods import build_pod, primary_container
 from .resources import apply_platform_defaults, idl_to_k8s
 
-__all__ = ["BuildContext", "build_kubeflow_spec"]
+__all__: list[str] = []  # the builders register themselves (``builders.builds``)
 
 _RESTART = {0: "Never", 1: "OnFailure", 2: "Always"}
 _CLEAN_POD = {0: "None", 1: "Running", 2: "All"}
-
-
-@dataclass
-class BuildContext:
-    template: Any
-    metadata: Any
-    config: BackendConfig
-    name: str
-    template_vars: Optional[dict[str, str]]
 
 
 @dataclass
@@ -64,9 +54,7 @@ def _check_replicas(what: str, count: int) -> int:
     return count
 
 
-def _replica_spec(
-    ctx: BuildContext, role_name: str, container: str, role: Optional[_Role], ext: dict[str, Any]
-) -> dict[str, Any]:
+def _replica_spec(ctx: BuildContext, role_name: str, role: Optional[_Role], ext: dict[str, Any]) -> dict[str, Any]:
     """``ToReplicaSpec`` (role None: v0, task settings only) or ``ToReplicaSpecWithOverrides``."""
     role_ext = ext.get("replicaSpecs", {}).get(role_name, {})
     gpu_name = role_ext.get("gpuResourceName") or ctx.config.k8s.gpu_resource_name
@@ -87,7 +75,7 @@ def _replica_spec(
         template_vars=ctx.template_vars,
     )
     primary = primary_container(pod.spec, pod.primary)
-    primary["name"] = container  # OverridePrimaryContainerName: only the first match
+    primary["name"] = ctx.kind.container  # OverridePrimaryContainerName: only the first match
     if role is not None:
         if role.image:
             primary["image"] = role.image
@@ -110,11 +98,12 @@ def _replica_spec(
 
 
 def _v1_role(
-    ctx: BuildContext, msg: Any, field: str, role_name: str, container: str, ext: dict[str, Any], master: bool = False
+    ctx: BuildContext, msg: Any, role_name: str, ext: dict[str, Any], master: bool = False
 ) -> tuple[int, dict[str, Any]]:
+    field = ctx.kind.role(role_name).idl_field
     role = _role_settings(getattr(msg, field) if msg.HasField(field) else None)
     count = _check_replicas(role_name, role.replicas)
-    spec = _replica_spec(ctx, role_name, container, role, ext)
+    spec = _replica_spec(ctx, role_name, role, ext)
     spec["replicas"] = 1 if master else count
     return count, spec
 
@@ -151,19 +140,33 @@ def _copy(spec: dict[str, Any], replicas: int) -> dict[str, Any]:
     return out
 
 
-def _pytorch(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[str, Any]:
-    ext = parse_extension(custom, ("Master", "Worker"))
+def _custom(ctx: BuildContext) -> tuple[dict[str, Any], int, dict[str, Any]]:
+    """The custom, its task_type_version (one the table lists for the kind) and its checked extension."""
+    version = ctx.template.task_type_version
+    if version not in ctx.kind.task_type_versions:
+        raise BuildError(
+            f"[BadTaskSpecification] unsupported task template version [{version}] for task type "
+            f"{ctx.template.type!r}: this backend reads versions "
+            + " and ".join(str(v) for v in ctx.kind.task_type_versions)
+        )
+    custom = custom_dict(ctx.template)
+    return custom, version, parse_extension(custom, ctx.kind)
+
+
+@builds("pytorch")
+def _pytorch(ctx: BuildContext) -> BuiltSpec:
+    custom, version, ext = _custom(ctx)
     if version == 0:
         msg0 = decode_custom(custom, pytorch_v0.DistributedPyTorchTrainingTask(), "pytorch custom (v0)")
         workers = _check_replicas("Worker", msg0.workers)
-        master = _copy(_replica_spec(ctx, "Master", "pytorch", None, ext), 1)
-        worker = _copy(_replica_spec(ctx, "Worker", "pytorch", None, ext), workers)
+        master = _copy(_replica_spec(ctx, "Master", None, ext), 1)
+        worker = _copy(_replica_spec(ctx, "Worker", None, ext), workers)
         elastic = msg0.elastic_config if msg0.HasField("elastic_config") else None
         run_policy = _run_policy(None, ext)
     else:
         msg = decode_custom(custom, pytorch_pb2.DistributedPyTorchTrainingTask(), "pytorch custom")
-        _, master = _v1_role(ctx, msg, "master_replicas", "Master", "pytorch", ext, master=True)
-        workers, worker = _v1_role(ctx, msg, "worker_replicas", "Worker", "pytorch", ext)
+        _, master = _v1_role(ctx, msg, "Master", ext, master=True)
+        workers, worker = _v1_role(ctx, msg, "Worker", ext)
         env = worker["template"]["spec"]["containers"][0].setdefault("env", [])
         env.append({"name": "_F_WN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
         if ctx.config.k8s.enable_distributed_error_aggregation:
@@ -173,25 +176,18 @@ def _pytorch(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[st
     replica_specs = {"Master": master}
     if workers > 0:
         replica_specs["Worker"] = worker
-    spec: dict[str, Any] = {"pytorchReplicaSpecs": replica_specs, "runPolicy": run_policy}
+    spec: dict[str, Any] = {ctx.kind.replica_specs_key: replica_specs, "runPolicy": run_policy}
     if elastic is not None:
         if workers <= 0:  # deviation: Flyte emits an empty pytorchReplicaSpecs, which the webhook rejects
             raise BuildError("an elastic PyTorch job needs at least one worker (workerReplicas.replicas > 0)")
         spec["elasticPolicy"] = _elastic(elastic)
         del replica_specs["Master"]
-    return spec
+    return BuiltSpec(spec)
 
 
-_TF_ROLES = (
-    ("Chief", "chief_replicas"),
-    ("Worker", "worker_replicas"),
-    ("PS", "ps_replicas"),
-    ("Evaluator", "evaluator_replicas"),
-)
-
-
-def _tensorflow(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[str, Any]:
-    ext = parse_extension(custom, tuple(r for r, _ in _TF_ROLES))
+@builds("tensorflow")
+def _tensorflow(ctx: BuildContext) -> BuiltSpec:
+    custom, version, ext = _custom(ctx)
     specs: dict[str, Any] = {}
     if version == 0:
         msg0 = decode_custom(custom, tensorflow_v0.DistributedTensorflowTrainingTask(), "tensorflow custom (v0)")
@@ -203,20 +199,20 @@ def _tensorflow(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict
         }
         for role_name, count in counts.items():
             if _check_replicas(role_name, count) > 0:
-                specs[role_name] = _copy(_replica_spec(ctx, role_name, "tensorflow", None, ext), count)
+                specs[role_name] = _copy(_replica_spec(ctx, role_name, None, ext), count)
         run_policy = _run_policy(None, ext)
     else:
         msg = decode_custom(custom, tensorflow_pb2.DistributedTensorflowTrainingTask(), "tensorflow custom")
-        for role_name, field in _TF_ROLES:
-            role = _role_settings(getattr(msg, field) if msg.HasField(field) else None)
-            if _check_replicas(role_name, role.replicas) <= 0:
+        for entry in ctx.kind.roles:
+            role = _role_settings(getattr(msg, entry.idl_field) if msg.HasField(entry.idl_field) else None)
+            if _check_replicas(entry.name, role.replicas) <= 0:
                 continue  # Flyte skips roles without replicas
-            specs[role_name] = _replica_spec(ctx, role_name, "tensorflow", role, ext)
-            specs[role_name]["replicas"] = role.replicas
+            specs[entry.name] = _replica_spec(ctx, entry.name, role, ext)
+            specs[entry.name]["replicas"] = role.replicas
         run_policy = _run_policy(msg, ext)
     if "Worker" not in specs:
         raise BuildError("number of workers must be greater than 0")
-    return {"tfReplicaSpecs": specs, "runPolicy": run_policy}
+    return BuiltSpec({ctx.kind.replica_specs_key: specs, "runPolicy": run_policy})
 
 
 def _check_slots(slots: int) -> int:
@@ -225,50 +221,35 @@ def _check_slots(slots: int) -> int:
     return slots
 
 
-def _mpi(ctx: BuildContext, custom: dict[str, Any], version: int) -> dict[str, Any]:
-    ext = parse_extension(custom, ("Launcher", "Worker"))
+@builds("mpi")
+def _mpi(ctx: BuildContext) -> BuiltSpec:
+    custom, version, ext = _custom(ctx)
     if version == 0:
         msg0 = decode_custom(custom, mpi_v0.DistributedMPITrainingTask(), "mpi custom (v0)")
         launchers = max(msg0.num_launcher_replicas, 1)
         workers = _check_replicas("Worker", msg0.num_workers)
-        launcher = _copy(_replica_spec(ctx, "Launcher", "mpi", None, ext), launchers)
-        worker = _copy(_replica_spec(ctx, "Worker", "mpi", None, ext), workers)
+        launcher = _copy(_replica_spec(ctx, "Launcher", None, ext), launchers)
+        worker = _copy(_replica_spec(ctx, "Worker", None, ext), workers)
         # deviation: an empty command gives [] (Go's strings.Split gives [""])
         args = [a for a in ctx.template.config.get("worker_spec_command", "").split(" ") if a]
         for c in worker["template"]["spec"]["containers"]:
-            if c.get("name") == "mpi":
+            if c.get("name") == ctx.kind.container:
                 c["args"], c["command"] = list(args), []
         slots = _check_slots(msg0.slots) or 1  # deviation: proto3 0 means unset; the operator needs >= 1
         run_policy = _run_policy(None, ext)
     else:
         msg = decode_custom(custom, mpi_pb2.DistributedMPITrainingTask(), "mpi custom")
-        _, launcher = _v1_role(ctx, msg, "launcher_replicas", "Launcher", "mpi", ext, master=True)
-        workers, worker = _v1_role(ctx, msg, "worker_replicas", "Worker", "mpi", ext)
+        _, launcher = _v1_role(ctx, msg, "Launcher", ext, master=True)
+        workers, worker = _v1_role(ctx, msg, "Worker", ext)
         # deviation: Flyte ignores slots and always writes 1; the slots the mpirun line uses must match
         slots = _check_slots(msg.slots) or 1
         run_policy = _run_policy(msg, ext)
     if workers <= 0:
         raise BuildError("number of workers must be greater than 0")
-    return {
-        "slotsPerWorker": slots,
-        "runPolicy": run_policy,
-        "mpiReplicaSpecs": {"Launcher": launcher, "Worker": worker},
-    }
-
-
-_BUILDERS: dict[str, Callable[[BuildContext, dict[str, Any], int], dict[str, Any]]] = {
-    "pytorch": _pytorch,
-    "tensorflow": _tensorflow,
-    "mpi": _mpi,
-}
-
-
-def build_kubeflow_spec(ctx: BuildContext) -> dict[str, Any]:
-    """The ``spec`` of the Training Operator job for ``ctx.template`` (type pytorch, tensorflow or mpi)."""
-    version = ctx.template.task_type_version
-    if version not in (0, 1):
-        raise BuildError(
-            f"[BadTaskSpecification] unsupported task template version [{version}] for task type "
-            f"{ctx.template.type!r}: this backend reads versions 0 and 1"
-        )
-    return _BUILDERS[ctx.template.type](ctx, custom_dict(ctx.template), version)
+    return BuiltSpec(
+        {
+            "slotsPerWorker": slots,
+            "runPolicy": run_policy,
+            ctx.kind.replica_specs_key: {"Launcher": launcher, "Worker": worker},
+        }
+    )

@@ -16,13 +16,13 @@ variable whose value is empty is left in the URI as written.
 from __future__ import annotations
 
 import enum
-import functools
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
+
+from ..wire.template import placeholder_names, substitute
 
 if TYPE_CHECKING:
     from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
@@ -320,27 +320,13 @@ def _unix(moment: datetime | None) -> str:
     return "" if moment is None else str(math.floor(moment.timestamp()))
 
 
-_WS = r"[ \t\n\f\r]*"
+def _substitute(template: str, variables: Sequence[tuple[str, str]]) -> str:
+    return substitute(template, variables, keep_empty=True)  # Go: an empty value leaves the placeholder
 
 
-@functools.lru_cache(maxsize=256)
-def _var_regex(name: str) -> re.Pattern[str]:
-    return re.compile(r"\{\{" + _WS + r"[.$]" + re.escape(name) + _WS + r"\}\}", re.IGNORECASE)
-
-
-@functools.lru_cache(maxsize=256)
-def _task_config_regex(key: str) -> re.Pattern[str]:
-    return re.compile(r"\{\{" + _WS + r".taskConfig[.$]" + re.escape(key) + _WS + r"\}\}", re.IGNORECASE)
-
-
-_TASK_CONFIG_KEY = re.compile(r"\{\{" + _WS + r".taskConfig[.$]([a-zA-Z_]+)" + _WS + r"\}\}", re.IGNORECASE)
-
-
-def _substitute(template: str, variables: Sequence[tuple[re.Pattern[str], str]]) -> str:
-    for pattern, value in variables:
-        if value:  # Go: an empty value leaves the placeholder as written
-            template = pattern.sub(value.replace("\\", "\\\\"), template)  # a literal replacement
-    return template
+def _task_config_keys(uri: str) -> list[str]:
+    prefix = "taskconfig."
+    return [name[len(prefix) :] for name in placeholder_names(uri) if name.lower().startswith(prefix)]
 
 
 def render_links(
@@ -352,7 +338,7 @@ def render_links(
     link_types = [t for t in (task_config or {}).get("link_type", "").split(",") if t]
     links: list[LogLink] = []
     for pod in pods:
-        variables = [(_var_regex(name), value) for name, value in pod.variables()]
+        variables = pod.variables()
         for plugin in static:
             name = _substitute(plugin.display_name, variables) + _substitute(pod.log_name, variables)
             links.extend(
@@ -370,9 +356,9 @@ def render_links(
                 continue
             for uri in plugin.template_uris:
                 dynamic = list(variables)
-                for key in _TASK_CONFIG_KEY.findall(uri):
+                for key in _task_config_keys(uri):
                     if key in (task_config or {}):
-                        dynamic.append((_task_config_regex(key), (task_config or {})[key]))
+                        dynamic.append((f"taskConfig.{key}", (task_config or {})[key]))
                 # Go: dynamic links are always JSON and their display name is not substituted.
                 links.append(
                     LogLink(

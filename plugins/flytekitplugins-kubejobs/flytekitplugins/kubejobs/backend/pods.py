@@ -10,11 +10,11 @@ node's image override and tolerations for extended resources.
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..wire.template import substitute
 from .config import BackendConfig, K8sConfig
 from .decode import struct_dict
 from .errors import BuildError
@@ -151,15 +151,8 @@ def _raw_pod(template: Any, metadata: Any, container_name: str, gpu_name: str) -
 
 
 def _render(values: list[Any], variables: Mapping[str, str]) -> list[Any]:
-    def sub(text: Any) -> Any:
-        if not isinstance(text, str) or "{{" not in text:
-            return text
-        for key, value in variables.items():
-            pattern = re.compile(r"(?i){{\s*[\.$]" + re.escape(key) + r"\s*}}")
-            text = pattern.sub(value.replace("\\", "\\\\"), text)
-        return text
-
-    return [sub(v) for v in values]
+    pairs = list(variables.items())
+    return [substitute(v, pairs) if isinstance(v, str) else v for v in values]
 
 
 def _flyte_env(template: Any, metadata: Any, k8s: K8sConfig) -> list[dict[str, str]]:

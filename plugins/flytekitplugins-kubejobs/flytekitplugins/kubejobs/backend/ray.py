@@ -11,10 +11,11 @@ from typing import Any
 
 from flyteidl.plugins import ray_pb2
 
+from .builders import BuildContext, BuiltSpec, builds
 from .config import BackendConfig, RayConfig
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
-from .kubeflow import BuildContext
+from .extension import parse_extension
 from .merge import merge_overlay_pod_spec
 from .pods import (
     BasePod,
@@ -168,9 +169,12 @@ def _shutdown_and_ttl(job: Any, ray: RayConfig) -> tuple[bool, int]:
     return ray.shutdown_after_job_finishes, ray.ttl_seconds_after_finished
 
 
-def build_ray_spec(ctx: BuildContext) -> tuple[dict[str, Any], dict[str, str], dict[str, str]]:
+@builds("ray")
+def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
     """The RayJob ``spec`` and the labels and annotations the job object itself gets."""
-    job = decode_custom(custom_dict(ctx.template), ray_pb2.RayJob(), "ray custom")
+    custom = custom_dict(ctx.template)
+    parse_extension(custom, ctx.kind)  # a RayJob honours no section yet: anything under the key is refused
+    job = decode_custom(custom, ray_pb2.RayJob(), "ray custom")
     if not job.HasField("ray_cluster"):
         raise BuildError("invalid TaskSpecification: the ray custom has no rayCluster")  # Flyte panics here
     cluster, ray = job.ray_cluster, ctx.config.ray
@@ -246,4 +250,4 @@ def build_ray_spec(ctx: BuildContext) -> tuple[dict[str, Any], dict[str, str], d
         },
         "spec": copy.deepcopy(base.spec),
     }
-    return spec, dict(base.labels), dict(base.annotations)
+    return BuiltSpec(spec, dict(base.labels), dict(base.annotations))

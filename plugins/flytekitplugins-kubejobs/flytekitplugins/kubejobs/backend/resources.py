@@ -9,7 +9,7 @@ import decimal
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..resources import parse_quantity
+from ..wire.quantity import parse_quantity
 from .config import K8sConfig
 from .errors import BuildError
 
@@ -25,7 +25,7 @@ _GPU = 2
 def _quantity(field: str, value: object) -> decimal.Decimal:
     try:
         return parse_quantity(value)
-    except (ValueError, TypeError, decimal.InvalidOperation) as e:
+    except (ValueError, TypeError) as e:
         raise BuildError(f"{field} is not a valid Kubernetes quantity: {value!r}") from e
 
 

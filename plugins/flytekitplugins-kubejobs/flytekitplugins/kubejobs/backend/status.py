@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..operators import OPERATORS
+from ..wire.kinds import JobKind, StatusStyle, kind_of
 from .logs import LogConfig, LogInput, LogLink, TemplateLogPlugin, render_links, task_execution_variables
 
 if TYPE_CHECKING:
@@ -168,8 +168,6 @@ def _pods(count: int) -> range:
 
 # --- entry point ---------------------------------------------------------------------------------------
 
-_KIND_TO_TASK_TYPE = {op.kind: op.task_type for op in OPERATORS.values()}
-
 
 def task_phase(
     obj: Mapping[str, Any],
@@ -201,51 +199,39 @@ def task_phase(
             raise ValueError(f"now is out of range: {now!r}") from None
     if not isinstance(obj, Mapping):
         raise ValueError(f"a job object must be a mapping, got {type(obj).__name__}")
-    kind = obj.get("kind")
-    if kind == "TrainJob":
+    if obj.get("kind") == "TrainJob":
         from .trainjob_status import trainjob_phase
 
         return trainjob_phase(obj, config, metadata, now, task_config=task_config)
-    task_type = _KIND_TO_TASK_TYPE.get(kind) if isinstance(kind, str) else None
-    if task_type is None:
-        raise ValueError(f"kind must be one of {sorted(_KIND_TO_TASK_TYPE)}, got {kind!r:.200}")
-    job = _Obj(str(kind), obj)
-    if task_type == "ray":
-        return _ray_phase(job, config, metadata, now, task_config)
-    return _kubeflow_phase(job, task_type, config, metadata, now, task_config)
+    try:
+        kind = kind_of(obj.get("kind"))  # type: ignore[arg-type]  # a non-str is refused the same way
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+    job = _Obj(kind.kind, obj)
+    return _PHASE_MAPPINGS[kind.status](job, kind, config, metadata, now, task_config)
 
 
 # --- Training Operator (PyTorchJob, TFJob, MPIJob) ----------------------------------------------------
 
-_REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
-_CONTAINERS = {"PyTorchJob": "pytorch", "TFJob": "tensorflow", "MPIJob": "mpi"}
 
-
-def _kubeflow_pods(job: _Obj) -> list[tuple[str, str]]:
+def _kubeflow_pods(job: _Obj, kind: JobKind) -> list[tuple[str, str]]:
     """``(pod name, log name)`` of the pods that get links, in Go's order, with the operator's pod names."""
-    specs_path = f"{job.kind}.spec.{_REPLICA_SPECS[job.kind]}"
-    specs = _mapping(specs_path, job.spec.get(_REPLICA_SPECS[job.kind]))
-
-    def count(role: str) -> int:
-        return _replicas(f"{specs_path}.{role}", specs.get(role))
-
+    specs_path = f"{job.kind}.spec.{kind.replica_specs_key}"
+    specs = _mapping(specs_path, job.spec.get(kind.replica_specs_key))
     pods: list[tuple[str, str]] = []
-    if job.kind == "PyTorchJob" and "Master" in specs:  # elastic jobs have no Master
-        pods.append((f"{job.name}-master-0", "master"))
-    pods += [(f"{job.name}-worker-{i}", "") for i in _pods(count("Worker"))]
-    if job.kind == "TFJob":
-        # Go links `-psReplica-N`, `-chiefReplica-0` and `-evaluatorReplica-0`, pods that never exist; the
-        # operator names them <name>-<lower-case role>-<index>.
-        pods += [(f"{job.name}-ps-{i}", "") for i in _pods(count("PS"))]
-        if count("Chief") > 0:
-            pods.append((f"{job.name}-chief-0", ""))
-        pods += [(f"{job.name}-evaluator-{i}", "") for i in _pods(count("Evaluator"))]
+    for linked in kind.linked_roles:
+        if linked.pods == "first-if-present":
+            indexes = range(1 if linked.role in specs else 0)
+        else:
+            count = _replicas(f"{specs_path}.{linked.role}", specs.get(linked.role))
+            indexes = _pods(count) if linked.pods == "each" else range(1 if count > 0 else 0)
+        pods += [(kind.pod_name(job.name, linked.role, i), linked.log_name) for i in indexes]
     return pods
 
 
 def _kubeflow_phase(
     job: _Obj,
-    task_type: str,
+    kind: JobKind,
     config: BackendConfig,
     metadata: TaskExecutionMetadata | None,
     now: datetime,
@@ -254,8 +240,8 @@ def _kubeflow_phase(
     execution = task_execution_variables(metadata, job.name)
     namespace = job.namespace or (metadata.namespace if metadata is not None else "")
     inputs = [
-        LogInput(pod, namespace, _CONTAINERS[job.kind], log_name, job.created, now, execution)
-        for pod, log_name in _kubeflow_pods(job)
+        LogInput(pod, namespace, kind.container, log_name, job.created, now, execution)
+        for pod, log_name in _kubeflow_pods(job, kind)
     ]
     logs = render_links(config.logs, *inputs, task_config=task_config)
     started = _time(f"{job.kind}.status.startTime", job.status.get("startTime"))
@@ -275,7 +261,7 @@ def _kubeflow_phase(
         return info(
             Phase.RETRYABLE_FAILURE,
             "OperatorStalled",
-            f"kubeflow operator hasn't updated the {task_type} custom resource since creation time "
+            f"kubeflow operator hasn't updated the {kind.task_type} custom resource since creation time "
             f"{job.created.isoformat().replace('+00:00', 'Z')}",
             "OperatorStalled",
             ErrorKind.SYSTEM,
@@ -344,6 +330,7 @@ def _current_condition(job: _Obj) -> tuple[str, str, str] | None:
 
 def _ray_phase(
     job: _Obj,
+    kind: JobKind,
     config: BackendConfig,
     metadata: TaskExecutionMetadata | None,
     now: datetime,
@@ -364,7 +351,7 @@ def _ray_phase(
     log_input = LogInput(
         pod_name=f"{cluster}-head" if cluster else "",
         namespace=job.namespace or (metadata.namespace if metadata is not None else ""),
-        container_name="ray-head" if cluster else "",
+        container_name=kind.container if cluster else "",
         start_time=job.created,
         finish_time=now,
         execution=task_execution_variables(metadata, job.name),
@@ -402,8 +389,8 @@ def _ray_phase(
     if deployment == "Failed":
         if reason in PERMANENT_RAY_REASONS:
             return info(Phase.PERMANENT_FAILURE, reason, failure, "TaskFailedWithError", ErrorKind.USER)
-        kind = ErrorKind.USER if reason == "AppFailed" else ErrorKind.SYSTEM
-        return info(Phase.RETRYABLE_FAILURE, reason or "Failed", failure, "TaskFailedWithError", kind)
+        error_kind = ErrorKind.USER if reason == "AppFailed" else ErrorKind.SYSTEM
+        return info(Phase.RETRYABLE_FAILURE, reason or "Failed", failure, "TaskFailedWithError", error_kind)
     if deployment == "ValidationFailed":
         text = f"Ray job {job.name} failed validation: {message}"
         return info(Phase.PERMANENT_FAILURE, "ValidationFailed", text, "ValidationFailed", ErrorKind.USER)
@@ -416,3 +403,7 @@ def _ray_phase(
         f"unknown job deployment status: {deployment}",
         message,
     )
+
+
+#: One mapping per ``StatusStyle`` (the kinds table says which a kind uses).
+_PHASE_MAPPINGS = {StatusStyle.CONDITIONS: _kubeflow_phase, StatusStyle.JOB_DEPLOYMENT: _ray_phase}

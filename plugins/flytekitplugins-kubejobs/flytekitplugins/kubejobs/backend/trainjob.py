@@ -10,6 +10,7 @@ security contexts, the trainer container's volume mounts). Every setting with no
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -18,11 +19,13 @@ from flyteidl.plugins import mpi_pb2 as mpi_v0
 from flyteidl.plugins import pytorch_pb2 as pytorch_v0
 from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2
 
+from ..wire.kinds import KINDS
+from .builders import BuildContext
 from .config import BackendConfig
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import parse_extension
-from .kubeflow import BuildContext, _replica_spec, _role_settings  # the v1 role pod, reused as is
+from .kubeflow import _replica_spec, _role_settings  # the v1 role pod, reused as is
 from .naming import execution_name_parts, object_name
 from .trainjob_config import TRAINER_GROUP, TrainJobConfig
 
@@ -207,11 +210,11 @@ def _trainer(primary: Mapping[str, Any], num_nodes: int) -> dict[str, Any]:
 
 
 def _pytorch(ctx: BuildContext, tj: TrainJobConfig, custom: dict[str, Any], version: int) -> dict[str, Any]:
-    ext = parse_extension(custom, ("Master", "Worker"))
+    ext = parse_extension(custom, ctx.kind)
     if version == 0:
         msg0 = decode_custom(custom, pytorch_v0.DistributedPyTorchTrainingTask(), "pytorch custom (v0)")
         workers, msg, elastic = msg0.workers, None, msg0.elastic_config if msg0.HasField("elastic_config") else None
-        worker = _replica_spec(ctx, "Worker", _CONTAINER, None, ext)
+        worker = _replica_spec(ctx, "Worker", None, ext)
     else:
         msg = decode_custom(custom, pytorch_pb2.DistributedPyTorchTrainingTask(), "pytorch custom")
         master = _role_settings(msg.master_replicas if msg.HasField("master_replicas") else None)
@@ -220,7 +223,7 @@ def _pytorch(ctx: BuildContext, tj: TrainJobConfig, custom: dict[str, Any], vers
         _check_restart("Worker", node_role)
         _check_role_matches("Master", master, ext, "Worker", node_role)
         workers, elastic = node_role.replicas, msg.elastic_config if msg.HasField("elastic_config") else None
-        worker = _replica_spec(ctx, "Worker", _CONTAINER, node_role, ext)
+        worker = _replica_spec(ctx, "Worker", node_role, ext)
         env = worker["template"]["spec"]["containers"][0].setdefault("env", [])
         env.append({"name": "_F_WN", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}})
         if ctx.config.k8s.enable_distributed_error_aggregation:
@@ -261,7 +264,7 @@ def _pytorch(ctx: BuildContext, tj: TrainJobConfig, custom: dict[str, Any], vers
 
 
 def _mpi(ctx: BuildContext, tj: TrainJobConfig, custom: dict[str, Any], version: int) -> dict[str, Any]:
-    ext = parse_extension(custom, ("Launcher", "Worker"))
+    ext = parse_extension(custom, ctx.kind)
     if "env" in ext.get("replicaSpecs", {}).get("Worker", {}):
         raise _refuse("kubejobs.replicaSpecs.Worker.env", "node env comes from trainer.env only; set it on the task")
     if version == 0:
@@ -269,8 +272,8 @@ def _mpi(ctx: BuildContext, tj: TrainJobConfig, custom: dict[str, Any], version:
         if msg0.num_launcher_replicas > 1:
             raise BuildError(f"a TrainJob has one launcher, got num_launcher_replicas={msg0.num_launcher_replicas}")
         workers, slots, msg = msg0.num_workers, msg0.slots, None
-        launcher = _replica_spec(ctx, "Launcher", _CONTAINER, None, ext)
-        worker = _replica_spec(ctx, "Worker", _CONTAINER, None, ext)
+        launcher = _replica_spec(ctx, "Launcher", None, ext)
+        worker = _replica_spec(ctx, "Worker", None, ext)
     else:
         msg = decode_custom(custom, mpi_pb2.DistributedMPITrainingTask(), "mpi custom")
         launcher_role = _role_settings(msg.launcher_replicas if msg.HasField("launcher_replicas") else None)
@@ -284,8 +287,8 @@ def _mpi(ctx: BuildContext, tj: TrainJobConfig, custom: dict[str, Any], version:
         if explicit and launcher_resources != worker_role.resources:
             raise BuildError("Launcher resources differ from Worker's: a TrainJob has one resourcesPerNode")
         workers, slots = worker_role.replicas, msg.slots
-        launcher = _replica_spec(ctx, "Launcher", _CONTAINER, launcher_role, ext)
-        worker = _replica_spec(ctx, "Worker", _CONTAINER, worker_role, ext)
+        launcher = _replica_spec(ctx, "Launcher", launcher_role, ext)
+        worker = _replica_spec(ctx, "Worker", worker_role, ext)
     if workers <= 0:
         raise BuildError("number of workers must be greater than 0")
     if slots < 0:
@@ -383,7 +386,9 @@ def build_trainjob(
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError(f"template_vars must map str to str, got {key!r}: {value!r}")
     name = object_name(execution_name_parts(metadata.task_execution_id), MAX_NAME_LENGTH)
-    ctx = BuildContext(template, metadata, config, name, dict(template_vars) if template_vars else None)
+    # The v1 kind of the same task type (roles, extension sections), its trainer container named as the runtimes do.
+    kind = dataclasses.replace(KINDS[template.type], container=_CONTAINER)
+    ctx = BuildContext(template, metadata, config, name, dict(template_vars) if template_vars else None, kind)
     spec = builders[template.type](ctx, tj, custom_dict(template), template.task_type_version)
     k8s = config.k8s
     task_meta = template.metadata.metadata

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from ..wire.kinds import KINDS
 from .errors import fail
 
 __all__ = [
@@ -38,7 +39,8 @@ EXAMPLE_TEMPLATE_VARS = {
     "checkpointOutputPrefix": "s3://my-s3-bucket/data/a8/a8f2c61d94b7e03f5c1d-n0-0/_flytecheckpoints",
     "prevCheckpointPrefix": '""',
 }
-KUBEFLOW_TYPES = ("pytorch", "tensorflow", "mpi")
+#: The task types with a version 0 encoding (the kinds table lists 0 among their versions).
+KUBEFLOW_TYPES = tuple(k.task_type for k in KINDS.values() if 0 in k.task_type_versions and k.roles)
 
 
 def load_task(file: Path, task_name: str) -> Any:

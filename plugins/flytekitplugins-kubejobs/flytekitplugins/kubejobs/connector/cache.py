@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from .client import ApiError, WatchExpired
 
 if TYPE_CHECKING:
-    from ..operators import JobKind
+    from ..wire.kinds import JobKind
     from .client import KubeClient
 
 __all__ = ["Informer", "JobCache", "Lookup", "slim"]

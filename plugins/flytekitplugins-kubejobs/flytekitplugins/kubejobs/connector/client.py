@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 if TYPE_CHECKING:
-    from ..operators import JobKind
+    from ..wire.kinds import JobKind
     from .config import ConnectorSettings
 
 __all__ = ["ApiError", "KubeClient", "WatchExpired", "backoff_delay", "is_retryable"]

@@ -23,7 +23,7 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.exceptions.system import FlyteConnectorNotFound
 from flytekit.extend.backend.base_connector import AsyncConnectorBase, ConnectorRegistry, Resource, ResourceMeta
 
-from ..operators import OPERATORS, JobKind
+from ..wire.kinds import KINDS, JobKind, kind_for_resource
 
 if TYPE_CHECKING:
     from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbTaskExecutionMetadata
@@ -48,14 +48,8 @@ CONNECTOR_NAME = "Kubejobs Connector"
 EXECUTION_LABEL = "kubejobs.flyte.org/execution"
 EXECUTION_ANNOTATION = "kubejobs.flyte.org/execution-id"
 #: (task type, task_type_version) pairs served: kubeflow customs of version 0 and 1, Ray's version 0.
-SUPPORTED: tuple[tuple[str, int], ...] = (
-    ("pytorch", 0),
-    ("pytorch", 1),
-    ("tensorflow", 0),
-    ("tensorflow", 1),
-    ("mpi", 0),
-    ("mpi", 1),
-    ("ray", 0),
+SUPPORTED: tuple[tuple[str, int], ...] = tuple(
+    (kind.task_type, version) for kind in KINDS.values() for version in kind.task_type_versions
 )
 _PHASES = {
     "QUEUED": TaskExecution.QUEUED,
@@ -86,10 +80,10 @@ class KubeJobMetadata(ResourceMeta):  # type: ignore[misc]
 
     @property
     def kind(self) -> JobKind:
-        for kind in OPERATORS.values():
-            if kind.group == self.group and kind.plural == self.plural:
-                return kind
-        raise ValueError(f"KubeJobMetadata names an unknown resource {self.plural}.{self.group}")
+        try:
+            return kind_for_resource(self.group, self.plural)
+        except KeyError:
+            raise ValueError(f"KubeJobMetadata names an unknown resource {self.plural}.{self.group}") from None
 
 
 def execution_id(metadata: PbTaskExecutionMetadata) -> str:
@@ -117,10 +111,10 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
     name = CONNECTOR_NAME
 
     def __init__(self, task_type: str, task_type_version: int = 0):
-        if task_type not in OPERATORS:
-            raise ValueError(f"KubeJobConnector.task_type must be one of {sorted(OPERATORS)}, got {task_type!r}")
+        if task_type not in KINDS:
+            raise ValueError(f"KubeJobConnector.task_type must be one of {sorted(KINDS)}, got {task_type!r}")
         super().__init__(task_type_name=task_type, task_type_version=task_type_version, metadata_type=KubeJobMetadata)
-        self.kind = OPERATORS[task_type]
+        self.kind = KINDS[task_type]
 
     async def create(
         self,

@@ -27,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import io
 import math
-import re
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Optional
+
+from ..wire.template import placeholder_names
 
 if TYPE_CHECKING:
     from flytekit.models.literals import LiteralMap
@@ -50,7 +51,6 @@ _NAMES = (
     "taskTemplatePath",
 )
 _BY_LOWER = {n.lower(): n for n in _NAMES}
-_PLACEHOLDER = re.compile(rb"(?i){{\s*[.$]([a-z]+|inputs\.[^}\s]+)\s*}}")
 
 
 def found_placeholders(serialized: bytes) -> set[str]:
@@ -61,8 +61,7 @@ def found_placeholders(serialized: bytes) -> set[str]:
     if b"{{" not in serialized:  # the usual case: propeller rendered the container's args
         return set()
     out: set[str] = set()
-    for match in _PLACEHOLDER.finditer(serialized):
-        word = match.group(1).decode("utf-8", "replace")
+    for word in placeholder_names(serialized.decode("utf-8", "replace")):
         if word.lower().startswith("inputs."):
             out.add("Inputs." + word.split(".", 1)[1])
         elif word.lower() in _BY_LOWER:

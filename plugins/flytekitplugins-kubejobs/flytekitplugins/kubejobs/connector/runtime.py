@@ -14,7 +14,7 @@ from .client import ApiError
 
 if TYPE_CHECKING:
     from ..backend import BackendConfig
-    from ..operators import JobKind
+    from ..wire.kinds import JobKind
     from .cache import JobCache
     from .client import KubeClient
     from .config import ConnectorSettings

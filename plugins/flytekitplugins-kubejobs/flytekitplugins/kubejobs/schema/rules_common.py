@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, TypeGuard
 
+from ..wire.quantity import parse_quantity
 from .problems import PathPart, Problem, describe_value
 
 __all__ = [
@@ -129,12 +130,11 @@ def _check_resources(report: Report, path: Path, resources: Mapping[str, Any]) -
     requests, limits = as_dict(resources.get("requests")), as_dict(resources.get("limits"))
     if not requests and not limits:
         return
-    from ..resources import parse_quantity  # imports flytekit: only when a container has resources
 
     def amount(value: object) -> Optional[Any]:
         try:
             return parse_quantity(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
-        except Exception:  # malformed quantities are the schema's (pattern) to report
+        except ValueError:  # malformed quantities are the schema's (pattern) to report
             return None
 
     for name, request in requests.items():

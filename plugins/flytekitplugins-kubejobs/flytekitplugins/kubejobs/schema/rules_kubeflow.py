@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..operators import OPERATORS
+from ..wire.kinds import KINDS
 from .problems import describe_value
 from .rules_common import Path, Report, as_dict, check_metadata, check_one_of, check_pod_template, is_int
 
@@ -20,6 +20,7 @@ CLEAN_POD_POLICIES = ("None", "Running", "All", "")
 MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2")
 NPROC_WORDS = ("auto", "cpu", "gpu")
+_PYTORCH, _TF, _MPI = KINDS["pytorch"], KINDS["tensorflow"], KINDS["mpi"]
 
 
 def _replica_specs(report: Report, spec: Mapping[str, Any], field: str) -> Mapping[str, Any]:
@@ -60,17 +61,17 @@ def _check_replica_common(report: Report, path: tuple[Any, ...], rspec: object, 
 
 
 def check_pytorchjob(obj: Mapping[str, Any], report: Report) -> None:
-    check_metadata(report, obj, dns1035=True, max_length=OPERATORS["pytorch"].max_name_length)
+    check_metadata(report, obj, dns1035=True, max_length=_PYTORCH.max_name_length)
     spec = as_dict(obj.get("spec"))
     _check_run_policy(report, spec)
-    specs = _replica_specs(report, spec, "pytorchReplicaSpecs")
+    specs = _replica_specs(report, spec, _PYTORCH.replica_specs_key)
     for rtype, raw in specs.items():
-        path = ("spec", "pytorchReplicaSpecs", rtype)
-        if rtype not in ("Master", "Worker"):
+        path = ("spec", _PYTORCH.replica_specs_key, rtype)
+        if rtype not in _PYTORCH.role_names:
             report.add(
                 path, f'unsupported replica type {describe_value(rtype)}: PyTorchJob has only "Master" and "Worker"'
             )
-        rspec = _check_replica_common(report, path, raw, "pytorch")
+        rspec = _check_replica_common(report, path, raw, _PYTORCH.container)
         _check_replicas(report, path, rspec, exactly_one=rtype == "Master")
     nproc = spec.get("nprocPerNode")
     if isinstance(nproc, str) and nproc not in NPROC_WORDS and not (nproc.isdigit() and int(nproc) > 0):
@@ -87,7 +88,7 @@ def _check_elastic(
 ) -> None:
     path = ("spec", "elasticPolicy")
     if specs and "Worker" not in specs:
-        report.add(("spec", "pytorchReplicaSpecs", "Worker"), "required when elasticPolicy is set")
+        report.add(("spec", _PYTORCH.replica_specs_key, "Worker"), "required when elasticPolicy is set")
     if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
         report.add((*path, "nProcPerNode"), "deprecated; cannot be set together with spec.nprocPerNode (use only that)")
     check_one_of(report, (*path, "rdzvBackend"), elastic.get("rdzvBackend"), RDZV_BACKENDS)
@@ -99,7 +100,7 @@ def _check_elastic(
     workers = as_dict(specs.get("Worker")).get("replicas")
     if is_int(workers) and ((is_int(low) and workers < low) or (is_int(high) and workers > high)):
         report.add(
-            ("spec", "pytorchReplicaSpecs", "Worker", "replicas"),
+            ("spec", _PYTORCH.replica_specs_key, "Worker", "replicas"),
             f"{workers} is outside elasticPolicy [minReplicas, maxReplicas] = [{low}, {high}]",
         )
     for field in ("maxRestarts", "rdzvPort", "nProcPerNode"):
@@ -109,21 +110,21 @@ def _check_elastic(
 
 
 def check_tfjob(obj: Mapping[str, Any], report: Report) -> None:
-    check_metadata(report, obj, dns1035=True, max_length=OPERATORS["tensorflow"].max_name_length)
+    check_metadata(report, obj, dns1035=True, max_length=_TF.max_name_length)
     spec = as_dict(obj.get("spec"))
     _check_run_policy(report, spec)
     check_one_of(report, ("spec", "successPolicy"), spec.get("successPolicy"), ("", "AllWorkers"))
-    specs = _replica_specs(report, spec, "tfReplicaSpecs")
+    specs = _replica_specs(report, spec, _TF.replica_specs_key)
     chiefs = [t for t in specs if t in ("Chief", "Master")]
     if len(chiefs) > 1:
-        report.add(("spec", "tfReplicaSpecs"), 'at most one of "Chief" and "Master" (its legacy name) may be set')
+        report.add(("spec", _TF.replica_specs_key), 'at most one of "Chief" and "Master" (its legacy name) may be set')
     for rtype, raw in specs.items():
-        path = ("spec", "tfReplicaSpecs", rtype)
-        if rtype not in ("PS", "Worker", "Chief", "Master", "Evaluator"):
+        path = ("spec", _TF.replica_specs_key, rtype)
+        if rtype not in (*_TF.role_names, "Master"):  # Master: the legacy name of Chief
             report.add(
                 path, f'unsupported replica type {describe_value(rtype)}: use "PS", "Worker", "Chief", "Evaluator"'
             )
-        rspec = _check_replica_common(report, path, raw, "tensorflow")
+        rspec = _check_replica_common(report, path, raw, _TF.container)
         replicas = rspec.get("replicas")
         if rtype in ("Chief", "Master") and is_int(replicas) and replicas != 1:
             report.add((*path, "replicas"), f"must be 1 (a TFJob has one chief), got {replicas}")
@@ -134,13 +135,13 @@ def check_tfjob(obj: Mapping[str, Any], report: Report) -> None:
 def _mpi_replica_specs(report: Report, spec: Mapping[str, Any]) -> list[tuple[str, Path, Any]]:
     """``(replica type, path, spec)`` of an MPIJob's replicas (v1 and v2beta1), after reporting a missing
     Launcher and replica types other than Launcher and Worker."""
-    specs = _replica_specs(report, spec, "mpiReplicaSpecs")
+    specs = _replica_specs(report, spec, _MPI.replica_specs_key)
     if specs and "Launcher" not in specs:
-        report.add(("spec", "mpiReplicaSpecs", "Launcher"), "required: an MPIJob needs a Launcher")
+        report.add(("spec", _MPI.replica_specs_key, "Launcher"), "required: an MPIJob needs a Launcher")
     out: list[tuple[str, Path, Any]] = []
     for rtype, raw in specs.items():
-        path: Path = ("spec", "mpiReplicaSpecs", rtype)
-        if rtype not in ("Launcher", "Worker"):
+        path: Path = ("spec", _MPI.replica_specs_key, rtype)
+        if rtype not in _MPI.role_names:
             report.add(
                 path, f'unsupported replica type {describe_value(rtype)}: MPIJob has only "Launcher" and "Worker"'
             )
@@ -149,12 +150,14 @@ def _mpi_replica_specs(report: Report, spec: Mapping[str, Any]) -> list[tuple[st
 
 
 def check_mpijob_v1(obj: Mapping[str, Any], report: Report) -> None:
-    check_metadata(report, obj, dns1035=False, max_length=OPERATORS["mpi"].max_name_length)
+    check_metadata(report, obj, dns1035=False, max_length=_MPI.max_name_length)
     spec = as_dict(obj.get("spec"))
     _check_run_policy(report, spec)
     check_one_of(report, ("spec", "cleanPodPolicy"), spec.get("cleanPodPolicy"), CLEAN_POD_POLICIES)
     main = (
-        spec.get("mainContainer") if isinstance(spec.get("mainContainer"), str) and spec.get("mainContainer") else "mpi"
+        spec.get("mainContainer")
+        if isinstance(spec.get("mainContainer"), str) and spec.get("mainContainer")
+        else _MPI.container
     )
     for rtype, path, raw in _mpi_replica_specs(report, spec):
         rspec = _check_replica_common(report, path, raw, str(main))
@@ -169,7 +172,7 @@ def check_mpijob_v1(obj: Mapping[str, Any], report: Report) -> None:
 
 
 def check_mpijob_v2beta1(obj: Mapping[str, Any], report: Report) -> None:
-    check_metadata(report, obj, dns1035=True, max_length=OPERATORS["mpi"].max_name_length)
+    check_metadata(report, obj, dns1035=True, max_length=_MPI.max_name_length)
     spec = as_dict(obj.get("spec"))
     policy = as_dict(spec.get("runPolicy"))
     check_one_of(
@@ -197,8 +200,8 @@ def check_mpijob_v2beta1(obj: Mapping[str, Any], report: Report) -> None:
 
 #: (group, version, kind) -> rule check.
 KUBEFLOW_RULES: dict[tuple[str, str, str], Callable[[Mapping[str, Any], Report], None]] = {
-    ("kubeflow.org", "v1", "PyTorchJob"): check_pytorchjob,
-    ("kubeflow.org", "v1", "TFJob"): check_tfjob,
-    ("kubeflow.org", "v1", "MPIJob"): check_mpijob_v1,
-    ("kubeflow.org", "v2beta1", "MPIJob"): check_mpijob_v2beta1,
+    _PYTORCH.schema_key: check_pytorchjob,
+    _TF.schema_key: check_tfjob,
+    _MPI.schema_key: check_mpijob_v1,
+    (_MPI.group, "v2beta1", _MPI.kind): check_mpijob_v2beta1,  # mpi-operator v2, validated offline only
 }

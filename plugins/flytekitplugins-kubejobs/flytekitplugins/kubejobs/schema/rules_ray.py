@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..operators import OPERATORS
+from ..wire.kinds import KINDS
 from .problems import describe_value
 from .rules_common import (
     Report,
@@ -25,6 +25,7 @@ __all__ = ["RAY_RULES", "SUBMISSION_MODES", "MANAGED_BY", "check_rayjob", "check
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
 MANAGED_BY = ("ray.io/kuberay-operator", "kueue.x-k8s.io/multikueue")
 _CLUSTER_KEY = "ray.io/cluster"
+_RAY = KINDS["ray"]
 # Schema defaults of workerGroupSpecs[].minReplicas / maxReplicas (the API server applies them).
 _MIN_DEFAULT, _MAX_DEFAULT = 0, 2**31 - 1
 _RAYCLUSTER_NAME_LIMIT = 63
@@ -170,7 +171,7 @@ def _check_encoded_fields(report: Report, spec: Mapping[str, Any]) -> None:
 
 
 def check_rayjob(obj: Mapping[str, Any], report: Report) -> None:
-    check_metadata(report, obj, dns1035=True, max_length=OPERATORS["ray"].max_name_length)
+    check_metadata(report, obj, dns1035=True, max_length=_RAY.max_name_length)
     spec = as_dict(obj.get("spec"))
     mode = spec.get("submissionMode", "K8sJobMode")
     check_one_of(report, ("spec", "submissionMode"), mode, SUBMISSION_MODES)
@@ -206,6 +207,6 @@ def check_raycluster(obj: Mapping[str, Any], report: Report) -> None:
 
 
 RAY_RULES: dict[tuple[str, str, str], Callable[[Mapping[str, Any], Report], None]] = {
-    ("ray.io", "v1", "RayJob"): check_rayjob,
-    ("ray.io", "v1", "RayCluster"): check_raycluster,
+    _RAY.schema_key: check_rayjob,
+    (_RAY.group, _RAY.version, "RayCluster"): check_raycluster,
 }

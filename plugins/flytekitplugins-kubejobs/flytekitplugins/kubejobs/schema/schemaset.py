@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from ..wire.kinds import KINDS
 from .structural import compile_validator
 
 __all__ = ["SchemaSet", "SchemaKey", "KNOWN_PLURALS", "crds_in_file"]
@@ -33,11 +34,8 @@ SchemaKey = tuple[str, str, str]  # (group, version, kind)
 
 #: Plural -> (kind, version of a bare schema file without a version suffix).
 KNOWN_PLURALS: dict[str, tuple[str, str]] = {
-    "pytorchjobs": ("PyTorchJob", "v1"),
-    "tfjobs": ("TFJob", "v1"),
-    "mpijobs": ("MPIJob", "v1"),
-    "rayjobs": ("RayJob", "v1"),
-    "rayclusters": ("RayCluster", "v1"),
+    **{k.plural: (k.kind, k.version) for k in KINDS.values()},
+    "rayclusters": ("RayCluster", "v1"),  # validated offline; the backend never builds one
 }
 
 

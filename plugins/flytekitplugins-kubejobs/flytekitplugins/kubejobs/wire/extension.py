@@ -1,0 +1,92 @@
+"""The shape of the ``kubejobs`` extension key: settings the operators support but the flyteidl messages
+cannot carry.
+
+It sits next to the proto fields in a task's custom. Stock Flyte backends parse customs with unknown
+fields allowed and ignore it; this project's backend honours every key in it or refuses the task, never
+drops one. Its shape (version 1) is Kubernetes-wire-shaped so the backend copies values without
+translating them::
+
+    "kubejobs": {
+      "version": 1,
+      "replicaSpecs": {                      # keyed by the operator's role name
+        "Worker": {
+          "nodeSelector": {"pool": "spot"},
+          "tolerations": [{...}], "affinity": {...},
+          "env": [{"name": "A", "value": "1"}],
+          "volumes": [{...}], "volumeMounts": [{...}],
+          "gpuResourceName": "amd.com/gpu",  # the accelerator the IDL's GPU count means
+          "resources": {"requests": {"example.com/fpga": "1"}, "limits": {...}}  # names the IDL lacks
+        }
+      },
+      "runPolicy": {"suspend": true, "backoffLimit": 0,
+                    "schedulingPolicy": {"minAvailable": 3, "queue": "q", "priorityClass": "high"}}
+    }
+
+Which sections a kind honours is ``JobKind.extension_sections`` (``wire.kinds``): the Training Operator
+kinds take both; a RayJob takes none yet (its groups carry pod settings in their ``k8s_pod``), so a Ray
+custom with anything but ``version`` under the key is refused.
+
+>>> sorted(ROLE_KEYS)[:3]
+['affinity', 'env', 'gpuResourceName']
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+__all__ = [
+    "DEFAULT_GPU_RESOURCE_NAME",
+    "EXTENSION_KEY",
+    "EXTENSION_VERSION",
+    "IDL_RESOURCE_NAMES",
+    "ROLE_KEYS",
+    "RUN_POLICY_KEYS",
+    "SECTIONS",
+    "Extension",
+    "RoleExtension",
+    "RunPolicyExtension",
+]
+
+EXTENSION_KEY = "kubejobs"
+EXTENSION_VERSION = 1
+
+#: The accelerator the IDL's GPU count means unless a compute template or the platform names another.
+DEFAULT_GPU_RESOURCE_NAME = "nvidia.com/gpu"
+
+# Resource names the IDL's Resources message carries besides its GPU count (CPU, MEMORY, EPHEMERAL_STORAGE);
+# the GPU entry is whichever accelerator the role's compute template names.
+IDL_RESOURCE_NAMES = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+class ResourceMaps(TypedDict, total=False):
+    requests: dict[str, str]
+    limits: dict[str, str]
+
+
+class RoleExtension(TypedDict, total=False):
+    nodeSelector: dict[str, str]
+    tolerations: list[dict[str, Any]]
+    affinity: dict[str, Any]
+    env: list[dict[str, Any]]
+    volumes: list[dict[str, Any]]
+    volumeMounts: list[dict[str, Any]]
+    gpuResourceName: str
+    resources: ResourceMaps
+
+
+class RunPolicyExtension(TypedDict, total=False):
+    suspend: bool
+    backoffLimit: int
+    schedulingPolicy: dict[str, Any]
+
+
+class Extension(TypedDict, total=False):
+    version: int
+    replicaSpecs: dict[str, RoleExtension]
+    runPolicy: RunPolicyExtension
+
+
+#: The keys each part may hold; the backend refuses any other.
+ROLE_KEYS = frozenset(RoleExtension.__annotations__)
+RUN_POLICY_KEYS = frozenset(RunPolicyExtension.__annotations__)
+SECTIONS = frozenset(Extension.__annotations__) - {"version"}

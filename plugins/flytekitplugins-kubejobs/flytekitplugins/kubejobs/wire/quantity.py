@@ -1,0 +1,89 @@
+"""Kubernetes resource quantities, parsed with the standard library by the API server's grammar.
+
+``<sign>?<digits>[.<digits>]<suffix>`` with ASCII digits only, where the suffix is a binary SI one
+(``Ki Mi Gi Ti Pi Ei``), a decimal SI one (``n u m k M G T P E`` or none) or a decimal exponent
+(``e3``, ``E-2``): apimachinery's ``resource.ParseQuantity`` and the quantity pattern in every CRD
+schema. The kubernetes Python client's ``parse_quantity`` is looser (it accepts ``NaN``, ``inf``,
+``1_000``, non-ASCII digits and ``1K``), which would let a value through that the cluster refuses.
+
+>>> parse_quantity("1.5Gi"), parse_quantity("250m"), parse_quantity("1e3")
+(Decimal('1610612736.0'), Decimal('0.250'), Decimal('1E+3'))
+>>> check_quantity("Worker.requests.cpu", 0.5)
+'0.5'
+>>> parse_quantity("1_000", "Worker.limits.memory")
+Traceback (most recent call last):
+...
+ValueError: Worker.limits.memory is not a Kubernetes quantity: '1_000'
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+import re
+from decimal import Decimal
+
+__all__ = ["check_quantity", "parse_quantity"]
+
+_QUANTITY = re.compile(
+    r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?",
+    re.ASCII,
+)
+_BINARY = {"K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def parse_quantity(value: object, field: str = "quantity") -> Decimal:
+    """The amount ``value`` (a quantity string, an int or a finite Decimal) stands for.
+
+    ``ValueError`` naming ``field`` for anything else; ``TypeError`` for a value of another type.
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int, Decimal)):
+        raise TypeError(f"{field} must be a Kubernetes quantity string, got {value!r} ({type(value).__name__})")
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"{field} must be a finite quantity, got {value!r}")
+        return value
+    match = _QUANTITY.fullmatch(value)
+    if match is None:
+        raise ValueError(f"{field} is not a Kubernetes quantity: {value!r}")
+    number, suffix = Decimal(match["number"]), match["suffix"] or ""
+    if suffix.endswith("i"):
+        return number * Decimal(1024 ** _BINARY[suffix[0]])
+    exponent = int(suffix[1:]) if suffix[:1] in ("e", "E") else _DECIMAL.get(suffix, 0)
+    try:
+        return number.scaleb(exponent, decimal.Context(prec=max(decimal.getcontext().prec, len(match["number"]))))
+    except decimal.DecimalException as e:  # an exponent beyond what a Decimal holds
+        raise ValueError(f"{field} is out of range: {value!r}") from e
+
+
+def check_quantity(field: str, value: object) -> str:
+    """Return ``value`` as a non-negative Kubernetes quantity string, or raise naming ``field``.
+
+    ints and finite floats become their decimal spelling (the kubernetes client models refuse numbers);
+    strings are stripped of surrounding whitespace.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{field} must be a Kubernetes quantity (str, int or float), got {value!r}")
+    if isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{field} must be a finite quantity, got {value!r}")
+        text = format(Decimal(repr(value)).normalize(), "f")
+    elif isinstance(value, str):
+        text = value.strip()
+    else:
+        raise TypeError(
+            f"{field} must be a Kubernetes quantity (str, int or float), got {value!r} ({type(value).__name__})"
+        )
+    try:
+        amount = parse_quantity(text, field)
+    except ValueError as e:
+        raise ValueError(f"{field} is not a Kubernetes quantity: {value!r}") from e
+    if amount < 0:
+        raise ValueError(f"{field} must not be negative, got {value!r}")
+    return text

@@ -1,0 +1,43 @@
+"""The suite's own promises: a time limit per test, and the same result whatever KUBEJOBS_* the shell sets."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_test_has_a_time_limit(pytestconfig: pytest.Config) -> None:
+    assert pytestconfig.pluginmanager.hasplugin("timeout"), "pytest-timeout is not installed (requirements.lock)"
+    assert 0 < float(pytestconfig.getini("timeout")) <= 600
+
+
+def test_no_kubejobs_variable_reaches_a_test() -> None:
+    assert [name for name in os.environ if name.startswith("KUBEJOBS_")] == []
+
+
+@pytest.mark.slow
+def test_the_shells_kubejobs_variables_change_no_result(crd_dir: Path) -> None:
+    # These files failed with KUBEJOBS_LOCAL_WORLD=full (7 tests) and a KUBEJOBS_CRD_DIR set (4) before the
+    # autouse fixture of tests/conftest.py cleared the variables.
+    env = {
+        **os.environ,
+        "KUBEJOBS_LOCAL_WORLD": "full",
+        "KUBEJOBS_CONNECTOR_CACHE": "maybe",
+        "KUBEJOBS_CRD_DIR": str(crd_dir),
+    }
+    files = ["tests/kfoperators_world/test_world_switch.py", "tests/kubejobs/cli/test_cli.py"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", *files],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:]

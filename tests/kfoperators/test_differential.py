@@ -364,7 +364,11 @@ SHARED_MEMORY: list[tuple[str, Builder, dict[str, Any]]] = [
     ("elastic-task-shared-memory", lambda m: m.Elastic(nnodes=2), {"shared_memory": "1Gi"}),
     ("pytorch-empty-pod-template", lambda m: m.PyTorch(worker=m.Worker(replicas=1)), {"pod_template": PodTemplate}),
     ("elastic-user-pod-template", lambda m: m.Elastic(nnodes=2), {"pod_template": _user_pod_template}),
-    ("elastic-user-pod-template-opt-out", lambda m: m.Elastic(increase_shared_mem=False), {"pod_template": _user_pod_template}),
+    (
+        "elastic-user-pod-template-opt-out",
+        lambda m: m.Elastic(increase_shared_mem=False),
+        {"pod_template": _user_pod_template},
+    ),
 ]
 
 

@@ -127,7 +127,11 @@ def _fields(config: Any) -> dict[str, Any]:
 
 
 def test_the_official_plugin_refuses_the_same_two() -> None:
-    for make in (lambda: _template(V1Container(name="primary"), V1Container(name="b")), lambda: _template(SHM_MOUNTED)):
+    makers: list[Callable[[], PodTemplate]] = [
+        lambda: _template(V1Container(name="primary"), V1Container(name="b")),
+        lambda: _template(SHM_MOUNTED),
+    ]
+    for make in makers:
         with warnings.catch_warnings(), pytest.raises(ValueError):
             warnings.simplefilter("ignore")
             task(task_config=official.PyTorch(num_workers=1), pod_template=make())(train)

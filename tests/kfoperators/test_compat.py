@@ -1,5 +1,5 @@
-"""Compatibility with configs written for the official plugins: deprecated fields, shared memory,
-pod templates, and never touching the user's objects or environment."""
+"""Compatibility with configs written for the official plugins: deprecated fields, pod templates, and
+never touching the user's objects or environment."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import dataclasses
 import enum
 import inspect
 import os
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -112,33 +111,6 @@ def test_chief_and_ps_default_to_zero_and_the_launcher_to_one(register: Register
     assert Launcher().replicas is None
 
 
-def test_default_configs_do_not_warn_about_shared_memory(register: Register) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        configs = [
-            PyTorch(worker=Worker(replicas=1)),
-            Elastic(),
-            PyTorch(worker=Worker(replicas=1), increase_shared_mem=False),
-        ]
-        templates = [register(task(task_config=c)(train)) for c in configs]
-    for template in templates:
-        assert template.HasField("container") and not template.HasField("k8s_pod")
-        assert not template.extended_resources.HasField("shared_memory")
-
-
-@pytest.mark.parametrize(
-    "make",
-    [lambda: PyTorch(worker=Worker(replicas=1), increase_shared_mem=True), lambda: Elastic(increase_shared_mem=True)],
-)
-def test_explicit_increase_shared_mem_warns_and_means_task_shared_memory(
-    register: Register, make: Callable[[], Any]
-) -> None:
-    with pytest.warns(DeprecationWarning, match=r"@task\(shared_memory=True\)"):
-        config = make()
-    template = register(task(task_config=config)(train))
-    assert template.extended_resources.HasField("shared_memory")
-
-
 def _pod_template() -> PodTemplate:
     return PodTemplate(
         primary_container_name="primary",
@@ -160,17 +132,20 @@ def test_one_pod_template_serves_several_tasks_and_is_never_changed(register: Re
         TfJob(worker=Worker(replicas=1)),
         MPIJob(worker=Worker(replicas=1)),
     ]
+    with pytest.warns(DeprecationWarning):
+        configs.append(PyTorch(worker=Worker(replicas=1), increase_shared_mem=True))
     pods = []
-    for config in configs:
+    for config in configs * 2:
         registered = register(task(task_config=config, pod_template=template)(train))
         pods.append(MessageToDict(registered.k8s_pod.pod_spec))
-    with pytest.warns(DeprecationWarning):
-        shm = PyTorch(worker=Worker(replicas=1), increase_shared_mem=True)
-    pods.append(MessageToDict(register(task(task_config=shm, pod_template=template)(train)).k8s_pod.pod_spec))
     assert template == snapshot
-    for pod in pods:  # each task got the template once: no duplicated volume or mount
-        assert pod["volumes"] == [{"name": "data"}]
-        assert pod["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data"}]
+    # Each task got the template once, plus (PyTorch and Elastic unless opted out) the /dev/shm volume once.
+    shm = [True, False, True, False, False, True] * 2
+    for pod, with_shm in zip(pods, shm, strict=True):
+        extra_volume = [{"name": "shm", "emptyDir": {"medium": "Memory"}}] if with_shm else []
+        extra_mount = [{"name": "shm", "mountPath": "/dev/shm"}] if with_shm else []
+        assert pod["volumes"] == [{"name": "data"}, *extra_volume]
+        assert pod["containers"][0]["volumeMounts"] == [{"name": "data", "mountPath": "/data"}, *extra_mount]
 
 
 def test_config_objects_are_reusable_across_tasks(register: Register) -> None:

@@ -16,7 +16,7 @@ import flytekitplugins.kfoperators as ours
 import flytekitplugins.kfpytorch as official_pytorch
 import flytekitplugins.kftensorflow as official_tf
 import pytest
-from flytekit import Resources, task
+from flytekit import PodTemplate, Resources, task
 from google.protobuf.json_format import MessageToDict
 
 from .backend_view import backend_view
@@ -322,3 +322,73 @@ def test_backend_reads_the_same_task(register: Register, official: ModuleType, b
     assert backend_view(mine.type, my_custom, common=False) == expected  # a backend from before `common`
     if theirs.type == "mpi":
         assert list(mine.container.args) == list(theirs.container.args)
+
+
+def _pod_side(template: Any) -> dict[str, Any]:
+    """What a backend builds every replica's pod from, besides the custom: the pod template (or plain
+    container), its primary container's name and the extended resources (flytekit's shared memory)."""
+    return {
+        "target": template.WhichOneof("target"),
+        "k8sPod": MessageToDict(template.k8s_pod) if template.HasField("k8s_pod") else None,
+        "config": dict(template.config),
+        "extendedResources": MessageToDict(template.extended_resources),
+    }
+
+
+def _user_pod_template() -> Any:
+    from kubernetes.client import V1Container, V1PodSpec, V1Volume, V1VolumeMount
+
+    return PodTemplate(
+        primary_container_name="main",
+        pod_spec=V1PodSpec(
+            containers=[V1Container(name="main", volume_mounts=[V1VolumeMount(name="data", mount_path="/data")])],
+            volumes=[V1Volume(name="data")],
+        ),
+        labels={"team": "ml"},
+    )
+
+
+# (id, builder(ns) -> config, task kwargs): the /dev/shm default and every opt-out the official accepts.
+# A pod_template is given as a factory: each side gets its own (the official plugin changes the one it gets).
+SHARED_MEMORY: list[tuple[str, Builder, dict[str, Any]]] = [
+    ("pytorch-default", lambda m: m.PyTorch(worker=m.Worker(replicas=2)), {}),
+    ("pytorch-deprecated-true", lambda m: m.PyTorch(num_workers=2, increase_shared_mem=True), {}),
+    ("pytorch-opt-out", lambda m: m.PyTorch(worker=m.Worker(replicas=2), increase_shared_mem=False), {}),
+    ("pytorch-task-shared-memory", lambda m: m.PyTorch(worker=m.Worker(replicas=2)), {"shared_memory": True}),
+    ("pytorch-task-shared-memory-size", lambda m: m.PyTorch(worker=m.Worker(replicas=1)), {"shared_memory": "2Gi"}),
+    ("pytorch-task-shared-memory-false", lambda m: m.PyTorch(worker=m.Worker(replicas=1)), {"shared_memory": False}),
+    ("pytorch-resources", lambda m: m.PyTorch(worker=m.Worker(replicas=1)), {"requests": Resources(mem="8Gi")}),
+    ("elastic-one-node", lambda m: m.Elastic(nproc_per_node=2), {}),
+    ("elastic-two-nodes", lambda m: m.Elastic(nnodes=2), {}),
+    ("elastic-opt-out", lambda m: m.Elastic(nnodes="1:3", increase_shared_mem=False), {}),
+    ("elastic-task-shared-memory", lambda m: m.Elastic(nnodes=2), {"shared_memory": "1Gi"}),
+    ("pytorch-empty-pod-template", lambda m: m.PyTorch(worker=m.Worker(replicas=1)), {"pod_template": PodTemplate}),
+    ("elastic-user-pod-template", lambda m: m.Elastic(nnodes=2), {"pod_template": _user_pod_template}),
+    (
+        "elastic-user-pod-template-opt-out",
+        lambda m: m.Elastic(increase_shared_mem=False),
+        {"pod_template": _user_pod_template},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("official", "builder", "kwargs"),
+    [
+        *(pytest.param(official_pytorch, b, kw, id=f"shm-{i}") for i, b, kw in SHARED_MEMORY),
+        *(pytest.param(case.values[0], case.values[1], {}, id=case.id) for case in CASES),
+    ],
+)
+def test_the_pod_side_is_the_officials(
+    register: Register, official: ModuleType, builder: Builder, kwargs: dict[str, Any]
+) -> None:
+    """Same pod template (the /dev/shm volume included), primary container and extended resources."""
+
+    def registered(module: ModuleType) -> Any:
+        make_template = kwargs.get("pod_template")
+        given = {**kwargs, "pod_template": make_template()} if make_template else kwargs
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # as in _register
+            return register(task(task_config=builder(module), **given)(train))
+
+    assert _pod_side(registered(ours)) == _pod_side(registered(official))

@@ -89,3 +89,31 @@ def test_fork_start_method_runs_the_bound_function() -> None:
 def test_a_multi_node_config_runs_locally_as_one_node_without_waiting_for_others() -> None:
     # upstream waits for the missing nodes until the rendezvous join timeout (900 s by default)
     assert multi_node_config(tag="local") == ["local", "1", "1"]
+
+
+@task(task_config=Elastic(start_method="fork", monitor_interval=60))
+def patient_monitor() -> str:
+    return "done"
+
+
+def test_a_local_run_does_not_wait_for_the_pod_monitor_interval() -> None:
+    # torch's agent checks its workers every monitor_interval seconds; locally the 0.1 s of torchrun applies
+    import time
+
+    start = time.monotonic()
+    assert patient_monitor() == "done"
+    assert time.monotonic() - start < 60
+
+
+def test_the_task_modules_export_the_official_task_module_names() -> None:
+    import flytekitplugins.kfmpi.task as official_mpi_task
+    import flytekitplugins.kfoperators.task as ours
+    import flytekitplugins.kfpytorch.task as official_pytorch_task
+    import flytekitplugins.kftensorflow.task as official_tf_task
+
+    for official in (official_pytorch_task, official_tf_task, official_mpi_task):
+        configs = {n for n, v in vars(official).items() if isinstance(v, type) and v.__module__ == official.__name__}
+        configs -= {"ElasticWorkerResult"}  # an internal result tuple of the official elastic launcher
+        missing = sorted(n for n in configs if not hasattr(ours, n))
+        assert missing == [], f"{official.__name__} names missing from kfoperators.task: {missing}"
+    assert ours.PytorchElasticFunctionTask is ours.ElasticFunctionTask

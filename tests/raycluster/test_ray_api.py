@@ -59,3 +59,12 @@ def test_docstring_examples_run(suffix: str) -> None:
     assert result.failed == 0
     if suffix not in (".local", ".task"):  # the modules with examples
         assert result.attempted > 0
+
+
+def test_the_task_module_exports_the_official_task_module_configs() -> None:
+    import flytekitplugins.raycluster as package
+    import flytekitplugins.raycluster.task as ours
+
+    # flytekitplugins-ray's task module defines these configs (its IDL model classes come from .models)
+    for name in ("RayJobConfig", "HeadNodeConfig", "WorkerNodeConfig", "AutoscalerOptionsConfig"):
+        assert getattr(ours, name) is getattr(package, name)

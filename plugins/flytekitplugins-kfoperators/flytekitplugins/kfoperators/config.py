@@ -80,7 +80,8 @@ def _merge_count(owner: str, old_name: str, old: object, role_field: str, role: 
 def _check_shared_mem(owner: str, value: object) -> None:
     if check_optional_bool(f"{owner}.increase_shared_mem", value):
         warnings.warn(
-            f"{owner}.increase_shared_mem is deprecated: use @task(shared_memory=True)",
+            f"{owner}.increase_shared_mem is deprecated: {owner} tasks mount /dev/shm by default "
+            f"({owner}(..., increase_shared_mem=False) opts out); use @task(shared_memory=True) or a size",
             DeprecationWarning,
             stacklevel=5,
         )
@@ -149,8 +150,9 @@ class _JobConfig:
 class PyTorch(_JobConfig):
     """A PyTorchJob: one master and ``worker.replicas`` workers (0 makes a master-only job).
 
-    ``num_workers`` is deprecated (use ``worker=Worker(replicas=N)``). ``increase_shared_mem=True`` is
-    deprecated and means ``@task(shared_memory=True)``.
+    ``num_workers`` is deprecated (use ``worker=Worker(replicas=N)``). The task mounts ``/dev/shm`` unless
+    ``increase_shared_mem=False`` or ``@task(shared_memory=...)`` (see :mod:`.shm`); ``increase_shared_mem=True``
+    is deprecated (it means the default).
     """
 
     master: Master = field(default_factory=Master)

@@ -86,6 +86,8 @@ def run_elastic(cfg: Elastic, fn: Callable[..., Any], kwargs: dict[str, Any], *,
     except ImportError as e:
         raise ImportError(TORCH_MISSING) from e
 
+    from .world_elastic import LOCAL_MONITOR_INTERVAL  # the local world's polling: the same reasons
+
     min_nodes, max_nodes = (1, 1) if local else cfg.nodes
     if local and cfg.nodes != (1, 1):
         logger.warning(f"Elastic(nnodes={cfg.nnodes!r}) runs locally as one node of {cfg.nproc_per_node} processes")
@@ -98,7 +100,7 @@ def run_elastic(cfg: Elastic, fn: Callable[..., Any], kwargs: dict[str, Any], *,
         rdzv_configs=dict(cfg.rdzv_configs),
         rdzv_endpoint="localhost:0" if local else os.environ.get("PET_RDZV_ENDPOINT", "localhost:0"),
         max_restarts=cfg.max_restarts,
-        monitor_interval=cfg.monitor_interval,
+        monitor_interval=min(cfg.monitor_interval, LOCAL_MONITOR_INTERVAL) if local else cfg.monitor_interval,
         start_method=cfg.start_method,
     )
     if cfg.start_method == "spawn":

@@ -18,18 +18,36 @@ from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kubejobs.extension import warn_extension_once
+from flytekitplugins.kubejobs.policies import CleanPodPolicy, RestartPolicy, RunPolicy
 from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
 
 from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 from .local import scoped_environ, world_of_one
+from .roles import PS, Chief, Evaluator, Launcher, Master, Worker
 from .world import is_local_execution
 
 __all__ = [
     "PyTorchFunctionTask",
     "ElasticFunctionTask",
+    "PytorchElasticFunctionTask",
     "TensorflowFunctionTask",
     "MPIFunctionTask",
     "HorovodFunctionTask",
+    # The configs, as the official plugins' ``task`` modules export them (``from ....task import PyTorch``).
+    "PyTorch",
+    "Elastic",
+    "TfJob",
+    "MPIJob",
+    "HorovodJob",
+    "Master",
+    "Worker",
+    "PS",
+    "Chief",
+    "Evaluator",
+    "Launcher",
+    "RunPolicy",
+    "RestartPolicy",
+    "CleanPodPolicy",
 ]
 
 C = TypeVar("C", PyTorch, Elastic, TfJob, MPIJob, HorovodJob)
@@ -43,11 +61,14 @@ def _local_world_runner(config: Any) -> Optional[Callable[..., Any]]:
     return run_local_world if local_world_size(config) > 1 else None
 
 
-def _task_kwargs(config: Union[PyTorch, Elastic], kwargs: dict[str, Any]) -> dict[str, Any]:
-    # The deprecated increase_shared_mem=True means what @task(shared_memory=True) means today.
-    if config.increase_shared_mem and not kwargs.get("shared_memory"):
-        return {**kwargs, "shared_memory": True}
-    return kwargs
+def _add_shm_volume(task: PythonFunctionTask, config: Union[PyTorch, Elastic], roles: dict[str, Any]) -> None:
+    """The official plugin's default /dev/shm volume (see :mod:`.shm`), on a copy of the pod template."""
+    from .shm import check_role_mounts, wants_shm_volume, with_shm_volume
+
+    if wants_shm_volume(config.increase_shared_mem, task.shared_memory):
+        owner = type(config).__name__
+        check_role_mounts(owner, roles)
+        task.pod_template = with_shm_volume(owner, task.pod_template)
 
 
 class _KubeflowTask(PythonFunctionTask[C]):  # type: ignore[misc]
@@ -94,7 +115,8 @@ class PyTorchFunctionTask(_KubeflowTask[PyTorch]):
     config_type = PyTorch
 
     def __init__(self, task_config: PyTorch, task_function: Callable[..., Any], **kwargs: Any) -> None:
-        super().__init__(task_config, task_function, **_task_kwargs(task_config, kwargs))
+        super().__init__(task_config, task_function, **kwargs)
+        _add_shm_volume(self, task_config, {"Master": task_config.master, "Worker": task_config.worker})
 
     def _custom(self) -> dict[str, Any]:
         from .serialize import pytorch_custom
@@ -117,7 +139,8 @@ class ElasticFunctionTask(_KubeflowTask[Elastic]):
             from .elastic import TORCH_MISSING
 
             raise ImportError(TORCH_MISSING)
-        super().__init__(task_config, task_function, **_task_kwargs(task_config, kwargs))
+        super().__init__(task_config, task_function, **kwargs)
+        _add_shm_volume(self, task_config, {})
 
     def _custom(self) -> Optional[dict[str, Any]]:
         from .serialize import elastic_custom
@@ -131,6 +154,10 @@ class ElasticFunctionTask(_KubeflowTask[Elastic]):
         if local and (world := _local_world_runner(self.task_config)) is not None:
             return world(self.task_config, self._task_function, kwargs)
         return run_elastic(self.task_config, self._task_function, kwargs, local=local)
+
+
+#: flytekitplugins-kfpytorch's name for the Elastic task class.
+PytorchElasticFunctionTask = ElasticFunctionTask
 
 
 class TensorflowFunctionTask(_KubeflowTask[TfJob]):

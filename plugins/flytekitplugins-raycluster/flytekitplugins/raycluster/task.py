@@ -14,9 +14,17 @@ from flytekit.core.context_manager import ExecutionParameters, FlyteContextManag
 from flytekit.core.python_function_task import PythonFunctionTask
 from flytekit.extend import TaskPlugins
 
-from .config import RayJobConfig
+from .config import AutoscalerOptionsConfig, HeadNodeConfig, RayJobConfig, WorkerNodeConfig
 
-__all__ = ["RAY_TASK_TYPE", "RayFunctionTask"]
+# The configs too, as flytekitplugins-ray's ``task`` module exports them (``from ....ray.task import ...``).
+__all__ = [
+    "RAY_TASK_TYPE",
+    "RayFunctionTask",
+    "RayJobConfig",
+    "HeadNodeConfig",
+    "WorkerNodeConfig",
+    "AutoscalerOptionsConfig",
+]
 
 RAY_TASK_TYPE = "ray"
 

@@ -1,7 +1,7 @@
 """The fake API server speaks the Kubernetes REST protocol: checked with the official kubernetes client.
 
 Expected behaviour comes from the Kubernetes API conventions (status codes, Status bodies, watch
-events, 410 Gone) and from the CRD schemas in ../shared/crds (statuses the fake operator writes must
+events, 410 Gone) and from the operators' CRD schemas (statuses the fake operator writes must
 fit the CRDs' ``status`` schemas).
 """
 

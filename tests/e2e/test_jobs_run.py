@@ -62,7 +62,7 @@ def watch_until_terminal(
     statuses: list[dict[str, Any]] = []
     phases: list[Phase] = []
     deadline = time.monotonic() + timeout
-    stream = watch.Watch()
+    stream: Any = watch.Watch()  # type: ignore[no-untyped-call]
     for event in stream.stream(
         api.list_namespaced_custom_object,
         group,

@@ -119,7 +119,7 @@ def test_every_built_object_is_accepted_unchanged(
                 core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
             namespaces.add(namespace)
         try:
-            response = client.CustomObjectsApi(k8s).create_namespaced_custom_object(
+            response: Any = client.CustomObjectsApi(k8s).create_namespaced_custom_object(
                 group,
                 version,
                 namespace,

@@ -2,9 +2,9 @@
 
 ::
 
-    kubejobs render workflows/train.py train_task --crd-dir ../shared/crds > job.yaml
+    kubejobs render workflows/train.py train_task --crd-dir crds/ > job.yaml
     kubectl apply --dry-run=server -f job.yaml
-    kubejobs validate job.yaml --crd-dir ../shared/crds      # or --from-cluster
+    kubejobs validate job.yaml --crd-dir crds/      # or --from-cluster
 
 ``render`` serializes a task as ``pyflyte register`` would, builds its object with this project's backend
 for an example execution, validates it and prints it. ``validate`` checks PyTorchJob / TFJob / MPIJob /

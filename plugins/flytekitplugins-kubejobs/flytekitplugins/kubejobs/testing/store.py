@@ -209,6 +209,10 @@ class ObjectStore:
     def compact(self) -> None:
         """Forget all history (etcd compaction): every watch now needs a re-list."""
         with self._lock:
+            # The revision moves on (as etcd's does with other writes), so every resourceVersion a client
+            # holds is now below the compaction point: a watch running now and one that reconnects a moment
+            # later both get 410, never a watch that silently continues (that race made a test flaky).
+            self._rv += 1
             self._compacted = self._rv
             self._history.clear()
             self.epoch += 1

@@ -9,7 +9,9 @@ whatever is refused here is refused by the connector itself. Its allow-list is t
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import logging
 import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
@@ -267,8 +269,6 @@ def test_metadata_from_before_uids_still_gets_and_deletes_its_job_but_never_a_ne
     # An object as the previous version created it: the plain-hash label, no uid in its ResourceMeta.
     labels = {MANAGED_BY_LABEL: MANAGED_BY, EXECUTION_LABEL: legacy_label(execution_id_of(old))}
     legacy = admin.create(namespace, foreign_job(namespace, "legacy", labels))
-    import base64
-
     old_meta = forged(
         namespace, legacy["metadata"]["name"], execution=base64.b64encode(old.SerializeToString()).decode()
     )
@@ -439,8 +439,6 @@ def test_no_log_record_holds_the_api_token_or_the_ownership_key(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    import logging
-
     kubeconfig = tmp_path / "sa-kubeconfig"
     token = service_account_kubeconfig(cluster, k8s, namespace, kubeconfig)
     configure(connector_settings(cluster, namespace, key_file, kubeconfig=str(kubeconfig)))

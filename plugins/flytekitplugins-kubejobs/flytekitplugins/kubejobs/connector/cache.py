@@ -93,10 +93,6 @@ class Informer:
         self._thread.start()
         return self
 
-    def stop(self, timeout: float = 1.0) -> None:
-        self.request_stop()
-        self.join(timeout)
-
     def request_stop(self) -> None:
         """Tell the thread to end, cutting a blocked watch read short; returns at once."""
         self._stop.set()

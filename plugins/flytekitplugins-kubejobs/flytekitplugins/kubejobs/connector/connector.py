@@ -51,6 +51,7 @@ EXECUTION_ANNOTATION = "kubejobs.flyte.org/execution-id"
 SUPPORTED: tuple[tuple[str, int], ...] = tuple(
     (kind.task_type, version) for kind in KINDS.values() for version in kind.task_type_versions
 )
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _PHASES = {
     "QUEUED": TaskExecution.QUEUED,
     "INITIALIZING": TaskExecution.INITIALIZING,
@@ -59,9 +60,6 @@ _PHASES = {
     "RETRYABLE_FAILURE": TaskExecution.RETRYABLE_FAILED,
     "PERMANENT_FAILURE": TaskExecution.FAILED,
 }
-
-
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 
 
 class ForeignObjectError(RuntimeError):
@@ -173,21 +171,22 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         if found & {"input", "inputPrefix"}:  # before the job exists: its pods read them at start
             placeholders.check_output_prefix(output_prefix, rt.settings.input_prefixes)
             await placeholders.write_inputs(output_prefix, inputs, rt.settings.request_timeout)
-        ours = rt.ownership.label(execution_id(meta_pb))
+        execution = execution_id(meta_pb)
         from .runtime import MANAGED_BY, MANAGED_BY_LABEL
 
-        metadata["labels"] = {**metadata.get("labels", {}), MANAGED_BY_LABEL: MANAGED_BY, EXECUTION_LABEL: ours}
-        metadata["annotations"] = {**metadata.get("annotations", {}), EXECUTION_ANNOTATION: execution_id(meta_pb)}
+        owner = rt.ownership.label(execution)
+        metadata["labels"] = {**metadata.get("labels", {}), MANAGED_BY_LABEL: MANAGED_BY, EXECUTION_LABEL: owner}
+        metadata["annotations"] = {**metadata.get("annotations", {}), EXECUTION_ANNOTATION: execution}
         name = metadata["name"]
         rt.watch(self.kind, namespace)
         try:
             created = await rt.client.create(self.kind, namespace, obj)
         except ApiError as err:
             if err.status == 409:
-                created = await self._adopt(rt, namespace, name, execution_id(meta_pb))
+                created = await self._adopt(rt, namespace, name, execution)
             else:
                 if err.status == 0 or err.status >= 429:  # the POST may have landed: leave nothing behind
-                    await self._cleanup(rt, namespace, name, execution_id(meta_pb))
+                    await self._cleanup(rt, namespace, name, execution)
                 raise
         return KubeJobMetadata(
             group=self.kind.group,

@@ -175,7 +175,7 @@ class KubeClient:
 
     async def delete(self, kind: JobKind, namespace: str, name: str, uid: Optional[str] = None) -> None:
         """Delete with background propagation (the operator's pods and services go with the job); with ``uid``,
-        only that object (a 409 Conflict when the name now holds another one)."""
+        only that object (409 Conflict when another object holds the name now)."""
         preconditions = {"body": {"preconditions": {"uid": uid}}} if uid else {}
         await self._object_call(
             "delete_namespaced_custom_object",

@@ -9,7 +9,7 @@
       cache: true                              # watch-backed cache for get()
       cache-max-informers: 64                  # watches at most; beyond: direct GETs
       cache-idle-timeout: 10m                  # a watch no call used for this long stops
-      ownership-key-file: /etc/kubejobs/ownership/key   # HMAC key (a mounted Secret) for the owner label
+      ownership-key-file: /var/run/secrets/kubejobs/ownership/key   # owner label HMAC key (a Secret)
       pod-security: baseline                   # privileged | baseline | restricted (Pod Security Standards)
       input-prefixes: [s3://my-flyte-bucket/metadata/]   # where pod-template tasks' inputs.pb may be written
       request-timeout: 10s

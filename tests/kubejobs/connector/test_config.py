@@ -59,6 +59,9 @@ def test_defaults_use_the_in_cluster_service_account_and_the_cache() -> None:
         ({"request-timeout": "0s"}, ValueError, r"ConnectorSettings\.request_timeout must be positive"),
         ({"workers": 0}, ValueError, r"ConnectorSettings\.workers must be a positive int, got 0"),
         ({"namespaces": "team-a"}, TypeError, r"ConnectorSettings\.namespaces must be a list"),
+        ({"cache-max-informers": 0}, ValueError, r"ConnectorSettings\.cache_max_informers must be a positive int"),
+        ({"cache-idle-timeout": "0s"}, ValueError, r"ConnectorSettings\.cache_idle_timeout must be positive"),
+        ({"ownership-key-file": ""}, TypeError, r"ConnectorSettings\.ownership_key_file must be a non-empty string"),
     ],
 )
 def test_bad_settings_name_the_field_and_value(section: dict[str, object], error: type, match: str) -> None:
@@ -114,3 +117,18 @@ def test_pod_templates_come_from_the_file_by_name() -> None:
 def test_bad_top_level_sections_name_the_entry(data: dict[str, object], error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         ConnectorSettings.from_mapping(data)
+
+
+def test_the_ownership_key_file_must_hold_a_key(tmp_path: Path) -> None:
+    from flytekitplugins.kubejobs.connector.ownership import Ownership
+
+    with pytest.raises(ValueError, match=r"ownership-key-file '.*absent' cannot be read"):
+        Ownership.from_file(str(tmp_path / "absent"))
+    short = tmp_path / "short"
+    short.write_text("tiny\n")
+    with pytest.raises(ValueError, match=r"holds 4 bytes; the key needs at least 16"):
+        Ownership.from_file(str(short))
+    key = tmp_path / "key"
+    key.write_text("k" * 32 + "\n")  # a trailing newline (an editor's) is not part of the key
+    assert Ownership.from_file(str(key)).label("e") == Ownership(b"k" * 32).label("e")
+    assert Ownership.from_file(None).label("e") != Ownership.from_file(None).label("e")  # a key per process

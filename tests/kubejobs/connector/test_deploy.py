@@ -86,3 +86,15 @@ def test_propeller_waits_for_create_longer_than_the_connector_may_take() -> None
     # create: API retries within retry-deadline, plus the inputs write of pod-template tasks
     assert parse_go_duration("CreateTask", timeouts["CreateTask"]) > settings.retry_deadline + settings.request_timeout
     assert parse_go_duration("DeleteTask", timeouts["DeleteTask"]) >= settings.retry_deadline
+
+
+def test_the_ownership_key_is_read_from_the_mounted_secret() -> None:
+    docs = {d["kind"]: d for d in _docs("connector.yaml")}
+    settings = ConnectorSettings.from_yaml(docs["ConfigMap"]["data"]["connector.yaml"])
+    pod = docs["Deployment"]["spec"]["template"]["spec"]
+    secrets = {v["name"]: v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"] if m["name"] in secrets}
+    assert secrets and mounts.keys() == secrets.keys()
+    assert settings.ownership_key_file is not None
+    assert any(settings.ownership_key_file == f"{path}/key" for path in mounts.values()), (settings, mounts)

@@ -13,6 +13,7 @@ MODULES = [
     "flytekitplugins.kubejobs.connector.client",
     "flytekitplugins.kubejobs.connector.config",
     "flytekitplugins.kubejobs.connector.connector",
+    "flytekitplugins.kubejobs.connector.ownership",
     "flytekitplugins.kubejobs.connector.placeholders",
     "flytekitplugins.kubejobs.testing.operator",
     "flytekitplugins.kubejobs.testing.server",

@@ -8,7 +8,10 @@ informer. A name the cache does not hold (not yet seen, over the bound, or delet
 direct GET, so a deletion is confirmed by the API server before get() reports it.
 
 Each informer runs in its own daemon thread, so the cache works from any event loop (the gRPC
-server's, or a test's) and reads are plain dictionary lookups.
+server's, or a test's) and reads are plain dictionary lookups. Threads are bounded: informers start only
+for namespaces the connector serves, at most ``max_informers`` of them (beyond, callers GET directly), and
+one no call has used for ``idle_timeout`` seconds is stopped by a reaper thread. ``close()`` stops them all
+at once (each blocked watch read is cut by shutting its socket down) and waits at most ``timeout``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -76,6 +81,8 @@ class Informer:
         self.max_objects = max_objects
         self.synced = threading.Event()
         self.relists = 0
+        #: When a call last used this informer (the cache's clock); the reaper stops it once idle.
+        self.last_used = 0.0
         self._objects: dict[str, Obj] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -86,20 +93,33 @@ class Informer:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def request_stop(self) -> None:
+        """Tell the thread to end, cutting a blocked watch read short; returns at once."""
         self._stop.set()
         response = self._response
-        if response is not None:  # unblock the thread blocked reading the watch stream
+        if response is not None:  # shut the socket down: a close() alone does not wake a blocked read
             with contextlib.suppress(Exception):
                 getattr(response, "shutdown", response.close)()
-        self._thread.join(timeout=5)
+
+    def join(self, timeout: float) -> None:
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def watching(self) -> bool:
+        """Whether a watch request is open (the thread is reading its stream)."""
+        return self._response is not None
 
     def __len__(self) -> int:
         return len(self._objects)
 
     def lookup(self, name: str) -> Optional[Lookup]:
-        """None until the first list completed (callers then GET directly)."""
-        if not self.synced.is_set():
+        """None until the first list completed, and once stopped (callers then GET directly)."""
+        if not self.synced.is_set() or self._stop.is_set():
             return None
         with self._lock:
             obj = self._objects.get(name)
@@ -186,35 +206,92 @@ class Informer:
 
 
 class JobCache:
-    """Informers created on first use for each (kind, namespace)."""
+    """Informers started on first use for each (kind, namespace) the connector serves, bounded in number and
+    stopped when idle. ``clock`` (monotonic seconds) is injectable so tests can age informers."""
 
-    def __init__(self, client: KubeClient, selector: str, max_objects: int):
+    def __init__(
+        self,
+        client: KubeClient,
+        selector: str,
+        max_objects: int,
+        *,
+        allowed: Callable[[str], bool] = lambda namespace: True,
+        max_informers: int = 64,
+        idle_timeout: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.client, self.selector, self.max_objects = client, selector, max_objects
+        self.allowed, self.max_informers, self.idle_timeout, self.clock = allowed, max_informers, idle_timeout, clock
         self._informers: dict[tuple[str, str], Informer] = {}
         self._lock = threading.Lock()
-        self._closed = False
+        self._closed = threading.Event()
+        self._reaper: Optional[threading.Thread] = None
 
-    def informer(self, kind: JobKind, namespace: str) -> Informer:
+    def informer(self, kind: JobKind, namespace: str) -> Optional[Informer]:
+        """The namespace's running informer (started now if needed, and marked used); None when the namespace
+        is not one the connector serves, when ``max_informers`` run already, or once the cache is closed."""
+        if not self.allowed(namespace):
+            return None
         key = (kind.plural, namespace)
         with self._lock:
             found = self._informers.get(key)
             if found is None:
-                if self._closed:
-                    raise RuntimeError("the job cache is closed")
+                if self._closed.is_set() or len(self._informers) >= self.max_informers:
+                    return None
                 found = Informer(self.client, kind, namespace, self.selector, self.max_objects).start()
                 self._informers[key] = found
+                if self._reaper is None:
+                    self._reaper = threading.Thread(target=self._reap, name="kubejobs-cache-reaper", daemon=True)
+                    self._reaper.start()
+            found.last_used = self.clock()
             return found
 
     def lookup(self, kind: JobKind, namespace: str, name: str) -> Optional[Lookup]:
-        return self.informer(kind, namespace).lookup(name)
+        informer = self.informer(kind, namespace)
+        return None if informer is None else informer.lookup(name)
 
     def informers(self) -> list[Informer]:
         with self._lock:
             return list(self._informers.values())
 
-    def close(self) -> None:
+    def evict_idle(self) -> list[Informer]:
+        """Stop the informers no call has used for ``idle_timeout`` seconds; returns them."""
+        now = self.clock()
         with self._lock:
-            self._closed = True
+            idle = [key for key, inf in self._informers.items() if now - inf.last_used >= self.idle_timeout]
+            evicted = [self._informers.pop(key) for key in idle]
+        _stop_all(evicted, timeout=1.0)
+        for informer in evicted:
+            log.info(
+                "cache for %s/%s stopped: unused for %.0fs", informer.kind.plural, informer.namespace, self.idle_timeout
+            )
+        return evicted
+
+    def _reap(self) -> None:
+        interval = min(max(self.idle_timeout / 4, 0.01), 60.0)  # an idle informer stops within 1.25 x idle
+        while not self._closed.wait(interval):
+            try:
+                self.evict_idle()
+            except Exception:  # the reaper must outlive one bad stop
+                log.exception("cache reaper failed")
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop every informer and the reaper, all at once; waits at most ``timeout`` seconds in total."""
+        with self._lock:
+            self._closed.set()
             informers = list(self._informers.values())
-        for informer in informers:
-            informer.stop()
+            self._informers.clear()
+            reaper = self._reaper
+        deadline = time.monotonic() + timeout
+        _stop_all(informers, timeout)
+        if reaper is not None:
+            reaper.join(max(0.0, deadline - time.monotonic()))
+
+
+def _stop_all(informers: list[Informer], timeout: float) -> None:
+    """Signal every informer first, then join them against one deadline (not ``timeout`` each)."""
+    for informer in informers:
+        informer.request_stop()
+    deadline = time.monotonic() + timeout
+    for informer in informers:
+        informer.join(max(0.0, deadline - time.monotonic()))

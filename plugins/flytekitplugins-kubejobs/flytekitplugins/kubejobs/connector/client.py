@@ -173,8 +173,10 @@ class KubeClient:
         )
         return _as_obj(found)
 
-    async def delete(self, kind: JobKind, namespace: str, name: str) -> None:
-        """Delete with background propagation (the operator's pods and services go with the job)."""
+    async def delete(self, kind: JobKind, namespace: str, name: str, uid: Optional[str] = None) -> None:
+        """Delete with background propagation (the operator's pods and services go with the job); with ``uid``,
+        only that object (409 Conflict when another object holds the name now)."""
+        preconditions = {"body": {"preconditions": {"uid": uid}}} if uid else {}
         await self._object_call(
             "delete_namespaced_custom_object",
             kind.group,
@@ -183,6 +185,7 @@ class KubeClient:
             kind.plural,
             name,
             propagation_policy="Background",
+            **preconditions,
         )
 
     def list_sync(

@@ -7,6 +7,9 @@
       kubeconfig: null                         # null: $KUBECONFIG, ~/.kube/config, else in-cluster
       context: null
       cache: true                              # watch-backed cache for get()
+      cache-max-informers: 64                  # watches at most; beyond: direct GETs
+      cache-idle-timeout: 10m                  # a watch no call used for this long stops
+      ownership-key-file: /var/run/secrets/kubejobs/ownership/key   # owner label HMAC key (a Secret)
       pod-security: baseline                   # privileged | baseline | restricted (Pod Security Standards)
       input-prefixes: [s3://my-flyte-bucket/metadata/]   # where pod-template tasks' inputs.pb may be written
       request-timeout: 10s
@@ -42,6 +45,7 @@ __all__ = ["CONFIG_ENV", "ConnectorSettings"]
 CONFIG_ENV = "KUBEJOBS_CONNECTOR_CONFIG"
 _ENV_PREFIX = "KUBEJOBS_CONNECTOR_"
 _TOP_LEVEL = frozenset({"connector", "plugins", "pod-templates", "crd-dir"})
+_COUNTS = ("cache_max_objects", "cache_max_informers", "retry_attempts", "workers")
 _DURATIONS = {
     "request_timeout",
     "connect_timeout",
@@ -49,6 +53,7 @@ _DURATIONS = {
     "retry_base_delay",
     "retry_max_delay",
     "retry_deadline",
+    "cache_idle_timeout",
 }
 
 
@@ -74,6 +79,10 @@ class ConnectorSettings:
     cache: bool = True
     #: Longest a cache keeps objects for one kind and namespace; beyond it get() falls back to GETs.
     cache_max_objects: int = 50_000
+    #: Most informers (one thread and one open watch each) the cache runs; beyond it get() uses direct GETs.
+    cache_max_informers: int = 64
+    #: An informer no call has used for this long is stopped (its namespace's next call starts a new one).
+    cache_idle_timeout: float = 600.0
     connect_timeout: float = 5.0
     request_timeout: float = 10.0
     #: Length of one watch request; the cache reconnects from its last resourceVersion after it.
@@ -89,6 +98,8 @@ class ConnectorSettings:
     pod_security: str = "baseline"
     #: Where the connector may write a pod-template task's inputs.pb (Flyte's metadata prefixes); empty: nowhere.
     input_prefixes: tuple[str, ...] = ()
+    #: File holding the key of the ownership label's HMAC (a mounted Secret); None: a random per-process key.
+    ownership_key_file: Optional[str] = None
     backend: Optional[BackendConfig] = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -98,13 +109,13 @@ class ConnectorSettings:
         if isinstance(self.input_prefixes, str) or not all(isinstance(n, str) and n for n in self.input_prefixes):
             raise TypeError(f"ConnectorSettings.input_prefixes must be a list of prefixes, got {self.input_prefixes!r}")
         object.__setattr__(self, "input_prefixes", tuple(self.input_prefixes))
-        for name in ("kubeconfig", "context"):
+        for name in ("kubeconfig", "context", "ownership_key_file"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise TypeError(f"ConnectorSettings.{name} must be a non-empty string or null, got {value!r}")
         if not isinstance(self.cache, bool):
             raise TypeError(f"ConnectorSettings.cache must be true or false, got {self.cache!r}")
-        for name in ("cache_max_objects", "retry_attempts", "workers"):
+        for name in _COUNTS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ConnectorSettings.{name} must be a positive int, got {value!r}")
@@ -208,7 +219,7 @@ def _from_env(attr: str, raw: str) -> Any:
         if raw.lower() not in ("true", "false", "1", "0"):
             raise ValueError(f"{_ENV_PREFIX}CACHE must be true or false, got {raw!r}")
         return raw.lower() in ("true", "1")
-    if attr in ("cache_max_objects", "retry_attempts", "workers"):
+    if attr in _COUNTS:
         try:
             return int(raw)
         except ValueError:

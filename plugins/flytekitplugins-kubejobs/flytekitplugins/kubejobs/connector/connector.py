@@ -12,9 +12,9 @@ cheap: the Kubernetes client, the backend and the configuration load on the firs
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Optional
@@ -51,6 +51,7 @@ EXECUTION_ANNOTATION = "kubejobs.flyte.org/execution-id"
 SUPPORTED: tuple[tuple[str, int], ...] = tuple(
     (kind.task_type, version) for kind in KINDS.values() for version in kind.task_type_versions
 )
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _PHASES = {
     "QUEUED": TaskExecution.QUEUED,
     "INITIALIZING": TaskExecution.INITIALIZING,
@@ -67,7 +68,12 @@ class ForeignObjectError(RuntimeError):
 
 @dataclass
 class KubeJobMetadata(ResourceMeta):  # type: ignore[misc]
-    """Where the job lives; ``execution`` (the task execution metadata) and ``task_config`` feed log links."""
+    """Where the job lives and which object it is (``uid``, empty in metadata written before uids were kept);
+    ``execution`` (the task execution metadata) and ``task_config`` feed log links.
+
+    The caller sends it back as opaque bytes it could have forged: ``get`` and ``delete`` check every field
+    (served kind, allowed namespace, the object's uid) before acting on it.
+    """
 
     group: str
     version: str
@@ -77,6 +83,7 @@ class KubeJobMetadata(ResourceMeta):  # type: ignore[misc]
     task_type: str = ""
     execution: str = ""
     task_config: str = ""
+    uid: str = ""
 
     @property
     def kind(self) -> JobKind:
@@ -94,9 +101,18 @@ def execution_id(metadata: PbTaskExecutionMetadata) -> str:
     return "/".join(parts)
 
 
-def execution_label(metadata: PbTaskExecutionMetadata) -> str:
-    """A label value (<= 63 chars) that identifies the task execution: a hash of its id."""
-    return hashlib.sha256(execution_id(metadata).encode()).hexdigest()[:40]
+def _recorded_execution(resource_meta: KubeJobMetadata) -> tuple[PbTaskExecutionMetadata, str]:
+    """The task execution metadata kept in ``resource_meta`` and its id ("" when none was kept)."""
+    from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbMeta
+
+    meta_pb = PbMeta()
+    if not resource_meta.execution:
+        return meta_pb, ""
+    try:
+        meta_pb.ParseFromString(base64.b64decode(resource_meta.execution, validate=True))
+    except Exception as err:  # binascii.Error, protobuf DecodeError: the bytes were not ours
+        raise ValueError(f"KubeJobMetadata.execution is not a serialized TaskExecutionMetadata: {err}") from None
+    return meta_pb, execution_id(meta_pb)
 
 
 def _runtime() -> Runtime:
@@ -143,10 +159,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         template_vars = placeholders.values(found, output_prefix, inputs, object_name_for(template_pb, meta_pb))
         obj = build_object(template_pb, meta_pb, rt.backend, template_vars=template_vars)
         metadata = obj["metadata"]
-        namespace = metadata.get("namespace") or meta_pb.namespace or "default"
-        allowed = rt.settings.namespaces
-        if allowed and namespace not in allowed:
-            raise ValueError(f"namespace {namespace!r} is not one of the connector's namespaces {list(allowed)}")
+        namespace = rt.check_namespace(metadata.get("namespace") or meta_pb.namespace or "default")
         violations = pod_security_violations(obj, rt.settings.pod_security)
         if violations:
             shown = "; ".join(str(v) for v in violations[:5])
@@ -158,21 +171,22 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         if found & {"input", "inputPrefix"}:  # before the job exists: its pods read them at start
             placeholders.check_output_prefix(output_prefix, rt.settings.input_prefixes)
             await placeholders.write_inputs(output_prefix, inputs, rt.settings.request_timeout)
-        ours = execution_label(meta_pb)
+        execution = execution_id(meta_pb)
         from .runtime import MANAGED_BY, MANAGED_BY_LABEL
 
-        metadata["labels"] = {**metadata.get("labels", {}), MANAGED_BY_LABEL: MANAGED_BY, EXECUTION_LABEL: ours}
-        metadata["annotations"] = {**metadata.get("annotations", {}), EXECUTION_ANNOTATION: execution_id(meta_pb)}
+        owner = rt.ownership.label(execution)
+        metadata["labels"] = {**metadata.get("labels", {}), MANAGED_BY_LABEL: MANAGED_BY, EXECUTION_LABEL: owner}
+        metadata["annotations"] = {**metadata.get("annotations", {}), EXECUTION_ANNOTATION: execution}
         name = metadata["name"]
         rt.watch(self.kind, namespace)
         try:
-            await rt.client.create(self.kind, namespace, obj)
+            created = await rt.client.create(self.kind, namespace, obj)
         except ApiError as err:
             if err.status == 409:
-                await self._adopt(rt, namespace, name, ours)
+                created = await self._adopt(rt, namespace, name, execution)
             else:
                 if err.status == 0 or err.status >= 429:  # the POST may have landed: leave nothing behind
-                    await self._cleanup(rt, namespace, name, ours)
+                    await self._cleanup(rt, namespace, name, execution)
                 raise
         return KubeJobMetadata(
             group=self.kind.group,
@@ -183,49 +197,74 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             task_type=self.kind.task_type,
             execution=base64.b64encode(meta_pb.SerializeToString()).decode(),
             task_config=json.dumps(dict(task_template.config or {})),
+            uid=str((created.get("metadata") or {}).get("uid") or ""),
         )
 
-    async def _adopt(self, rt: Runtime, namespace: str, name: str, ours: str) -> None:
+    async def _adopt(self, rt: Runtime, namespace: str, name: str, execution: str) -> dict[str, Any]:
+        """The existing object if an earlier attempt of this create made it (its keyed owner label says so)."""
         existing = await rt.client.get(self.kind, namespace, name)
-        owner = (existing.get("metadata", {}).get("labels") or {}).get(EXECUTION_LABEL)
-        if owner != ours:
+        if not rt.ownership.created_by(existing, execution, EXECUTION_LABEL):
             raise ForeignObjectError(
                 f"{self.kind.kind} {namespace}/{name} already exists and was not created by this task execution "
-                f"(label {EXECUTION_LABEL}={owner!r}, expected {ours!r}); delete it or rename the execution"
+                f"(its {EXECUTION_LABEL} label is not this execution's owner label); delete it or rename the "
+                "execution"
             )
         log.info("adopted existing %s %s/%s (created by an earlier try of this call)", self.kind.kind, namespace, name)
+        return existing
 
-    async def _cleanup(self, rt: Runtime, namespace: str, name: str, ours: str) -> None:
+    async def _cleanup(self, rt: Runtime, namespace: str, name: str, execution: str) -> None:
         from .client import ApiError
 
         try:
             existing = await rt.client.get(self.kind, namespace, name)
-            if (existing.get("metadata", {}).get("labels") or {}).get(EXECUTION_LABEL) == ours:
-                await rt.client.delete(self.kind, namespace, name)
+            if rt.ownership.created_by(existing, execution, EXECUTION_LABEL):
+                await rt.client.delete(self.kind, namespace, name, uid=existing["metadata"].get("uid"))
         except ApiError as err:
             if err.status != 404:
                 log.warning(
                     "could not clean up %s %s/%s after a failed create: %s", self.kind.kind, namespace, name, err
                 )
 
+    def _checked(self, rt: Runtime, resource_meta: object) -> KubeJobMetadata:
+        """``resource_meta`` if it names an object this connector may touch: a resource of the kind it serves,
+        in an allowed namespace, under a valid name. Checked before any request (the bytes may be forged)."""
+        if not isinstance(resource_meta, KubeJobMetadata):
+            raise ValueError(f"expected KubeJobMetadata, got {type(resource_meta).__name__}")
+        for name, value in vars(resource_meta).items():
+            if not isinstance(value, str):
+                raise ValueError(f"KubeJobMetadata.{name} must be a string, got {value!r}")
+        served = self.kind
+        if (resource_meta.group, resource_meta.version, resource_meta.plural) != (
+            served.group,
+            served.version,
+            served.plural,
+        ):
+            raise ValueError(
+                f"KubeJobMetadata names {resource_meta.plural}.{resource_meta.group}/{resource_meta.version}; "
+                f"the {served.task_type} connector serves {served.plural}.{served.group}/{served.version} only"
+            )
+        rt.check_namespace(resource_meta.namespace)
+        if len(resource_meta.name) > 253 or not _DNS_SUBDOMAIN.match(resource_meta.name):
+            raise ValueError(f"KubeJobMetadata.name {resource_meta.name!r} is not a Kubernetes object name")
+        return resource_meta
+
     async def get(self, resource_meta: KubeJobMetadata, **kwargs: Any) -> Resource:
         """Phase, message and log links of the job (outputs are written by the task itself)."""
-        from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbMeta
-
         from ..backend import task_phase
 
         rt = _runtime()
-        kind, ns, name = resource_meta.kind, resource_meta.namespace, resource_meta.name
+        resource_meta = self._checked(rt, resource_meta)
+        kind, ns, name = self.kind, resource_meta.namespace, resource_meta.name
+        meta_pb, execution = _recorded_execution(resource_meta)
         obj = await rt.read(kind, ns, name)
         where = f"{ns}/{name}"
-        if obj is None:
+        if obj is None or not rt.ownership.is_recorded(obj, resource_meta.uid, execution, EXECUTION_LABEL):
+            held = "" if obj is None else "; the name is now held by an object this task did not create"
             message = (
-                f"[ResourceDeletedExternally] resource not found, name [{where}]: {kind.kind} was deleted outside Flyte"
+                f"[ResourceDeletedExternally] resource not found, name [{where}]: {kind.kind} was deleted outside "
+                f"Flyte{held}"
             )
             return Resource(phase=TaskExecution.RETRYABLE_FAILED, message=message)
-        meta_pb = PbMeta()
-        if resource_meta.execution:
-            meta_pb.ParseFromString(base64.b64decode(resource_meta.execution))
         task_config = json.loads(resource_meta.task_config) if resource_meta.task_config else None
         try:
             info = task_phase(obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config)
@@ -247,14 +286,29 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         )
 
     async def delete(self, resource_meta: KubeJobMetadata, **kwargs: Any) -> None:
-        """Delete the job with background propagation; a job already gone is a success."""
+        """Delete the job the metadata recorded, with background propagation (the operator's pods and services
+        go with it, by garbage collection); a job already gone is a success, and so is a name now held by
+        another object, which is left alone (the delete carries a uid precondition)."""
         from .client import ApiError
 
         rt = _runtime()
+        resource_meta = self._checked(rt, resource_meta)
+        ns, name, uid = resource_meta.namespace, resource_meta.name, resource_meta.uid
         try:
-            await rt.client.delete(resource_meta.kind, resource_meta.namespace, resource_meta.name)
+            if not uid:  # metadata from before uids were kept: find the object and check it is that execution's
+                found = await rt.client.get(self.kind, ns, name)
+                _, execution = _recorded_execution(resource_meta)
+                if not rt.ownership.is_recorded(found, "", execution, EXECUTION_LABEL):
+                    log.warning(
+                        "not deleting %s %s/%s: it is not the object this task created", self.kind.kind, ns, name
+                    )
+                    return
+                uid = str(found["metadata"].get("uid") or "")
+            await rt.client.delete(self.kind, ns, name, uid=uid)
         except ApiError as err:
-            if err.status != 404:
+            if err.status == 409:  # the uid precondition failed: ours is gone, the name is someone else's
+                log.warning("not deleting %s %s/%s: the name is held by another object now", self.kind.kind, ns, name)
+            elif err.status != 404:
                 raise
 
 

@@ -7,6 +7,7 @@ stops the cache threads and the client's thread pool.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -18,12 +19,14 @@ if TYPE_CHECKING:
     from .cache import JobCache
     from .client import KubeClient
     from .config import ConnectorSettings
+    from .ownership import Ownership
 
 __all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "Runtime", "configure", "runtime", "shutdown"]
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "flytekitplugins-kubejobs"
 Obj = dict[str, Any]
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 
 class Runtime:
@@ -32,18 +35,42 @@ class Runtime:
     def __init__(self, settings: ConnectorSettings, client: Optional[KubeClient] = None):
         from .cache import JobCache
         from .client import KubeClient
+        from .ownership import Ownership
 
         self.settings = settings
         self.backend: BackendConfig = settings.backend_config
+        self.ownership: Ownership = Ownership.from_file(settings.ownership_key_file)
         self.client = client or KubeClient(settings)
         self.cache: Optional[JobCache] = (
-            JobCache(self.client, f"{MANAGED_BY_LABEL}={MANAGED_BY}", settings.cache_max_objects)
+            JobCache(
+                self.client,
+                f"{MANAGED_BY_LABEL}={MANAGED_BY}",
+                settings.cache_max_objects,
+                allowed=self.serves,
+                max_informers=settings.cache_max_informers,
+                idle_timeout=settings.cache_idle_timeout,
+            )
             if settings.cache
             else None
         )
 
+    def serves(self, namespace: str) -> bool:
+        """Whether ``namespace`` is one the connector may touch (the ``namespaces`` allow-list; empty: any)."""
+        allowed = self.settings.namespaces
+        return not allowed or namespace in allowed
+
+    def check_namespace(self, namespace: object) -> str:
+        """``namespace`` if the connector serves it; else a ValueError, before any request is made."""
+        if not isinstance(namespace, str) or not _DNS_LABEL.match(namespace):
+            raise ValueError(f"namespace {namespace!r} is not a Kubernetes namespace name")
+        if not self.serves(namespace):
+            raise ValueError(
+                f"namespace {namespace!r} is not one of the connector's namespaces {list(self.settings.namespaces)}"
+            )
+        return namespace
+
     def watch(self, kind: JobKind, namespace: str) -> None:
-        """Start the cache for this kind and namespace (no-op without a cache)."""
+        """Start the cache for this kind and namespace (no-op without a cache or past its bounds)."""
         if self.cache is not None:
             self.cache.informer(kind, namespace)
 

@@ -18,7 +18,6 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -59,7 +58,7 @@ def closure(root: str = ROOT) -> set[str]:
         for text in dist.requires or []:
             dependency = Requirement(text)
             wanted = dependency.marker is None or any(
-                dependency.marker.evaluate({**default_environment(), "extra": extra})
+                dependency.marker.evaluate({"extra": extra})  # over this interpreter's environment
                 for extra in (requirement.extras or {""})
             )
             if wanted:
@@ -73,7 +72,9 @@ def image_lock(lock: Path = REPO / "requirements.lock") -> str:
     missing = sorted(needed - set(pins))
     if missing:
         raise RuntimeError(f"{lock.name} pins none of {missing}, which {ROOT} needs: run `make lock`")
-    return HEADER + "".join(pins[name] + "\n" for name in sorted(needed, key=lambda n: pins[n].partition("==")[0].lower()))
+    return HEADER + "".join(
+        pins[name] + "\n" for name in sorted(needed, key=lambda n: pins[n].partition("==")[0].lower())
+    )
 
 
 def main() -> None:

@@ -41,7 +41,9 @@ def train(epochs: int) -> float:
     return float(epochs)
 
 
-def task_request(config: Any, namespace: str, execution: str, outcome: str) -> tuple[TaskTemplate, TaskExecutionMetadata]:
+def task_request(
+    config: Any, namespace: str, execution: str, outcome: str
+) -> tuple[TaskTemplate, TaskExecutionMetadata]:
     """The task template of a task with ``config`` and the metadata of one execution of it whose pods end as
     ``outcome`` says (no outcome: they stay Running)."""
     template = get_serializable(OrderedDict(), SETTINGS, task(task_config=config)(train)).template.to_flyte_idl()

@@ -67,8 +67,11 @@ def test_rbac_grants_what_the_connector_calls_and_only_in_its_namespaces() -> No
     assert granted == expected
     bindings = [d for d in docs if d["kind"] == "RoleBinding"]
     assert all(b["subjects"] == [ACCOUNT] for b in bindings)
-    assert all(b["roleRef"] == {"apiGroup": role["apiVersion"].split("/")[0], "kind": "ClusterRole",
-                                "name": role["metadata"]["name"]} for b in bindings)
+    assert all(
+        b["roleRef"]
+        == {"apiGroup": role["apiVersion"].split("/")[0], "kind": "ClusterRole", "name": role["metadata"]["name"]}
+        for b in bindings
+    )
     # the connector's allow-list is the set of namespaces RBAC grants
     assert sorted(b["metadata"]["namespace"] for b in bindings) == sorted(_settings().namespaces)
     (account,) = [d for d in docs if d["kind"] == "ServiceAccount"]
@@ -85,8 +88,10 @@ def test_only_propeller_reaches_the_grpc_port() -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     grpc_port = next(p["containerPort"] for p in container["ports"] if p["name"] == "grpc")
     assert rule["ports"] == [{"protocol": "TCP", "port": grpc_port}]  # not the metrics port
-    peers = {(tuple(p["namespaceSelector"]["matchLabels"].items()), tuple(p["podSelector"]["matchLabels"].items()))
-             for p in rule["from"]}
+    peers = {
+        (tuple(p["namespaceSelector"]["matchLabels"].items()), tuple(p["podSelector"]["matchLabels"].items()))
+        for p in rule["from"]
+    }
     flyte = (("kubernetes.io/metadata.name", "flyte"),)
     assert peers == {  # flyte-core's propeller, flyte-binary's single pod
         (flyte, (("app.kubernetes.io/name", "flytepropeller"),)),
@@ -163,8 +168,10 @@ def test_the_tls_patch_serves_the_mounted_secret_with_kubejobs_serve() -> None:
     (mount,) = container["volumeMounts"]
     (volume,) = pod["volumes"]
     assert volume == {"name": mount["name"], "secret": {"secretName": "kubejobs-connector-tls"}}
-    assert {args["--tls-cert-file"], args["--tls-key-file"]} == {f"{mount['mountPath']}/tls.crt",
-                                                                 f"{mount['mountPath']}/tls.key"}
+    assert {args["--tls-cert-file"], args["--tls-key-file"]} == {
+        f"{mount['mountPath']}/tls.crt",
+        f"{mount['mountPath']}/tls.key",
+    }
     for probe in ("readinessProbe", "livenessProbe"):  # the kubelet's gRPC probe cannot speak TLS
         assert container[probe] == {"grpc": None, "tcpSocket": {"port": int(args["--port"])}}
 

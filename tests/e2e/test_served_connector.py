@@ -44,6 +44,7 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flyteidl.core.literals_pb2 import Literal, LiteralMap, Primitive, Scalar
 from flyteidl.core.tasks_pb2 import TaskTemplate
 from flyteidl.service import agent_pb2
+from google.protobuf.json_format import MessageToJson, Parse
 from flyteidl.service.agent_pb2_grpc import AgentMetadataServiceStub, AsyncAgentServiceStub
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -249,7 +250,9 @@ _PLACEHOLDER = re.compile(r"\{\{\s*\.(\w+)\s*\}\}")
 
 
 def propeller_request(template: TaskTemplate, meta: TaskExecutionMetadata) -> CreateTaskRequest:
-    """CreateTaskRequest as propeller's connector plugin sends it: container args rendered, inputs attached."""
+    """CreateTaskRequest as propeller's connector plugin sends it: the placeholders of the container target's
+    args, or of the k8s_pod target's pod spec (the kfoperators tasks' default, for /dev/shm), rendered, and the
+    inputs attached."""
     execution = meta.task_execution_id.node_execution_id.execution_id.name
     output_prefix = OUTPUT_PREFIX.format(execution=execution)
     values = {
@@ -258,13 +261,18 @@ def propeller_request(template: TaskTemplate, meta: TaskExecutionMetadata) -> Cr
         "outputprefix": output_prefix,
         "rawoutputdataprefix": f"s3://my-s3-bucket/raw/{execution}",
         "checkpointoutputprefix": f"s3://my-s3-bucket/raw/{execution}/_flytecheckpoints",
-        "prevcheckpointprefix": '""',
+        "prevcheckpointprefix": '""',  # propeller's "no previous checkpoint"
     }
+
+    def render(text: str) -> str:  # inside JSON text: each value JSON-escaped
+        return _PLACEHOLDER.sub(lambda m: json.dumps(values[m.group(1).lower()])[1:-1], text)
+
     rendered = TaskTemplate()
     rendered.CopyFrom(template)
-    args = [_PLACEHOLDER.sub(lambda m: values[m.group(1).lower()], a) for a in template.container.args]
-    del rendered.container.args[:]
-    rendered.container.args.extend(args)
+    target = rendered.WhichOneof("target")
+    assert target in ("container", "k8s_pod"), target
+    part = rendered.container if target == "container" else rendered.k8s_pod.pod_spec
+    Parse(render(MessageToJson(part)), part)
     inputs = LiteralMap(literals={"epochs": Literal(scalar=Scalar(primitive=Primitive(integer=1)))})
     return CreateTaskRequest(
         inputs=inputs, template=rendered, output_prefix=output_prefix, task_execution_metadata=meta

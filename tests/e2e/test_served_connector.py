@@ -44,8 +44,8 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flyteidl.core.literals_pb2 import Literal, LiteralMap, Primitive, Scalar
 from flyteidl.core.tasks_pb2 import TaskTemplate
 from flyteidl.service import agent_pb2
-from google.protobuf.json_format import MessageToJson, Parse
 from flyteidl.service.agent_pb2_grpc import AgentMetadataServiceStub, AsyncAgentServiceStub
+from google.protobuf.json_format import MessageToJson, Parse
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from .controlplane import REPO, free_port, wait_for, write_kubeconfig

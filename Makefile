@@ -62,11 +62,14 @@ bench: setup
 demo: setup
 	$(BIN)/pyflyte run examples/demo.py demo
 
-# Re-pin after changing a dependency: resolves from the pyprojects' requirements and test extras.
+# Re-pin after changing a dependency: resolves from the pyprojects' requirements and test extras (the kubejobs
+# test extra includes flytekit[connector], so the tests run in the connector image's environment).
 lock:
 	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv && .lock-venv/bin/python -m pip install -q -U pip
 	.lock-venv/bin/python -m pip install -q $(foreach p,$(PLUGINS),-e '$(p)[test]') ruff mypy import-linter types-PyYAML
 	.lock-venv/bin/python -m pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+	@# The connector image's pins: the part of the same resolution that flytekitplugins-kubejobs[connector,validate] needs.
+	.lock-venv/bin/python deploy/image_lock.py > deploy/requirements.lock
 	rm -rf .lock-venv
 
 clean:

@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 import pytest
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
+from flyteidl.core.tasks_pb2 import TaskTemplate
 from flytekit import task
 from flytekit.configuration import ImageConfig, SerializationSettings
 from flytekit.tools.translator import get_serializable
@@ -40,12 +41,21 @@ def train(epochs: int) -> float:
     return float(epochs)
 
 
-def built(config: Any, namespace: str, execution: str, outcome: str) -> dict[str, Any]:
+def task_request(
+    config: Any, namespace: str, execution: str, outcome: str
+) -> tuple[TaskTemplate, TaskExecutionMetadata]:
+    """The task template of a task with ``config`` and the metadata of one execution of it whose pods end as
+    ``outcome`` says (no outcome: they stay Running)."""
     template = get_serializable(OrderedDict(), SETTINGS, task(task_config=config)(train)).template.to_flyte_idl()
-    meta = TaskExecutionMetadata(namespace=namespace, annotations={OUTCOME: outcome, RUN_FOR: "2s"})
+    annotations = {OUTCOME: outcome, RUN_FOR: "2s"} if outcome else {}
+    meta = TaskExecutionMetadata(namespace=namespace, annotations=annotations)
     meta.task_execution_id.node_execution_id.execution_id.name = execution
     meta.task_execution_id.node_execution_id.node_id = "n0"
-    obj: dict[str, Any] = build_object(template, meta, BackendConfig())
+    return template, meta
+
+
+def built(config: Any, namespace: str, execution: str, outcome: str) -> dict[str, Any]:
+    obj: dict[str, Any] = build_object(*task_request(config, namespace, execution, outcome), BackendConfig())
     return obj
 
 

@@ -5,10 +5,13 @@
     kubejobs render workflows/train.py train_task --crd-dir crds/ > job.yaml
     kubectl apply --dry-run=server -f job.yaml
     kubejobs validate job.yaml --crd-dir crds/      # or --from-cluster
+    kubejobs serve --tls-cert-file tls.crt --tls-key-file tls.key
 
 ``render`` serializes a task as ``pyflyte register`` would, builds its object with this project's backend
 for an example execution, validates it and prints it. ``validate`` checks PyTorchJob / TFJob / MPIJob /
-RayJob manifests (multi-document YAML or JSON). Failures are one line each and exit with status 1.
+RayJob manifests (multi-document YAML or JSON). ``serve`` runs the connector's gRPC server as
+``pyflyte serve connector`` does, with TLS as an option (``connector/server.py``). Failures are one line
+each and exit with status 1.
 flytekit, the kubernetes client and jsonschema are imported only by the command that needs them.
 """
 
@@ -30,7 +33,16 @@ if TYPE_CHECKING:
 
     from ..schema import SchemaSet
 
-__all__ = ["CliError", "EXAMPLE_EXECUTION", "EXAMPLE_TEMPLATE_VARS", "main", "render", "to_version_0", "validate"]
+__all__ = [
+    "CliError",
+    "EXAMPLE_EXECUTION",
+    "EXAMPLE_TEMPLATE_VARS",
+    "main",
+    "render",
+    "serve",
+    "to_version_0",
+    "validate",
+]
 
 
 def _err() -> Console:
@@ -186,3 +198,34 @@ def validate(manifest: str, crd_dir: Optional[str], from_cluster: bool) -> None:
             click.echo(f"ok: {label}: {subject} ({doc.get('apiVersion')})")
     if failed:
         raise SystemExit(1)
+
+
+@main.command()
+@click.option("--port", type=int, default=8000, show_default=True, help="gRPC port.")
+@click.option("--prometheus-port", type=int, default=9090, show_default=True, help="HTTP port of /metrics.")
+@click.option("--workers", type=click.IntRange(min=1), default=10, show_default=True, help="gRPC worker threads.")
+@click.option(
+    "--tls-cert-file",
+    type=click.Path(dir_okay=False),
+    envvar="KUBEJOBS_TLS_CERT_FILE",
+    help="PEM certificate (chain) to serve TLS with; needs --tls-key-file [env KUBEJOBS_TLS_CERT_FILE].",
+)
+@click.option(
+    "--tls-key-file",
+    type=click.Path(dir_okay=False),
+    envvar="KUBEJOBS_TLS_KEY_FILE",
+    help="PEM private key of --tls-cert-file [env KUBEJOBS_TLS_KEY_FILE].",
+)
+def serve(
+    port: int, prometheus_port: int, workers: int, tls_cert_file: Optional[str], tls_key_file: Optional[str]
+) -> None:
+    """Serve the connector over gRPC like `pyflyte serve connector`, with TLS when a certificate is given."""
+    import asyncio
+
+    from ..connector.server import TlsFiles
+    from ..connector.server import serve as serve_connector
+
+    tls = TlsFiles.from_options(tls_cert_file, tls_key_file)
+    mode = f"TLS ({tls.cert})" if tls is not None else "plaintext"
+    click.echo(f"kubejobs connector: gRPC on port {port} ({mode}), metrics on port {prometheus_port}")
+    asyncio.run(serve_connector(port, prometheus_port, workers, tls))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,24 +34,22 @@ def _is_subset(sent: Any, got: Any) -> bool:
 
 
 @pytest.fixture(scope="module")
-def namespaces(k8s: Any) -> Iterator[list[str]]:
-    """The namespaces the manifests name (flyte, and the RoleBindings' job namespaces), as a Flyte cluster has."""
+def namespaces(k8s: Any) -> list[str]:
+    """The namespaces the manifests name (flyte, and the RoleBindings' job namespaces), as a Flyte cluster has.
+
+    Never deleted: the xdist workers may run this module's tests at the same time, and one worker's teardown
+    would leave the other's namespace terminating; the session's control plane is thrown away at the end."""
     from kubernetes import client
 
     core = client.CoreV1Api(k8s)
     names = sorted({d["metadata"]["namespace"] for d in _documents() if d["metadata"].get("namespace")})
-    made = []
     for name in names:
         try:
             core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-            made.append(name)
         except client.ApiException as e:
             if e.status != 409:
                 raise
-    yield names
-    for name in made:
-        if name != "flyte":  # other e2e modules share it
-            core.delete_namespace(name)
+    return names
 
 
 def test_kubectl_apply_dry_run_server_accepts_every_manifest(cluster: dict[str, Any], namespaces: list[str]) -> None:
@@ -121,6 +118,6 @@ def test_the_tls_patch_applies_to_the_deployed_connector(k8s: Any, namespaces: l
     assert container["command"][:2] == ["kubejobs", "serve"]
     for probe in ("readinessProbe", "livenessProbe"):
         assert "grpc" not in container[probe] and container[probe]["tcpSocket"]["port"] == 8000, container[probe]
-    assert {m["name"] for m in container["volumeMounts"]} == {"config", "tls"}  # the config mount is kept
+    assert {m["name"] for m in container["volumeMounts"]} == {"config", "ownership-key", "tls"}  # the others are kept
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "kubejobs-connector-tls"

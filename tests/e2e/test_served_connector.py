@@ -204,6 +204,9 @@ def serve(
     settings.write_text(configmap["data"]["connector.yaml"])
     home = directory / "home"
     home.mkdir(exist_ok=True)
+    # the Secret the Deployment mounts at ownership-key-file, here a file of the test's
+    ownership_key = directory / "ownership-key"
+    ownership_key.write_text(os.urandom(32).hex())
     env = {
         "PATH": f"{BIN}:/usr/bin:/bin",
         "HOME": str(home),  # no ~/.kube/config, no ~/.flyte
@@ -211,6 +214,7 @@ def serve(
         "KUBEJOBS_CONNECTOR_CONFIG": str(settings),
         # the deployed settings file lists flytesnacks-*; here the test's namespaces take their place
         "KUBEJOBS_CONNECTOR_NAMESPACES": f"{grant.granted},{grant.foreign}",
+        "KUBEJOBS_CONNECTOR_OWNERSHIP_KEY_FILE": str(ownership_key),
     }
     port, metrics = free_port(), free_port()
     log = directory / "connector.log"

@@ -24,6 +24,7 @@ from flytekit.exceptions.system import FlyteConnectorNotFound
 from flytekit.extend.backend.base_connector import AsyncConnectorBase, ConnectorRegistry, Resource, ResourceMeta
 
 from ..wire.kinds import KINDS, JobKind, kind_for_resource
+from .errors import ForeignObjectError, TaskRefused
 
 if TYPE_CHECKING:
     from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbTaskExecutionMetadata
@@ -59,10 +60,6 @@ _PHASES = {
     "RETRYABLE_FAILURE": TaskExecution.RETRYABLE_FAILED,
     "PERMANENT_FAILURE": TaskExecution.FAILED,
 }
-
-
-class ForeignObjectError(RuntimeError):
-    """The object name is taken by an object this task execution did not create."""
 
 
 @dataclass
@@ -132,7 +129,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         from ..backend import build_object, object_name_for
         from ..backend.podsecurity import pod_security_violations
         from . import placeholders
-        from .client import ApiError
+        from .errors import ApiUnavailable, Conflict
 
         if task_execution_metadata is None:
             raise ValueError(f"{self.kind.kind} tasks need the task execution metadata to name their object")
@@ -146,12 +143,12 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         namespace = metadata.get("namespace") or meta_pb.namespace or "default"
         allowed = rt.settings.namespaces
         if allowed and namespace not in allowed:
-            raise ValueError(f"namespace {namespace!r} is not one of the connector's namespaces {list(allowed)}")
+            raise TaskRefused(f"namespace {namespace!r} is not one of the connector's namespaces {list(allowed)}")
         violations = pod_security_violations(obj, rt.settings.pod_security)
         if violations:
             shown = "; ".join(str(v) for v in violations[:5])
             more = f" (and {len(violations) - 5} more)" if len(violations) > 5 else ""
-            raise ValueError(
+            raise TaskRefused(
                 f"{self.kind.kind} {metadata['name']} is refused by the connector's pod security level "
                 f"{rt.settings.pod_security!r}: {shown}{more}"
             )
@@ -167,13 +164,11 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         rt.watch(self.kind, namespace)
         try:
             await rt.client.create(self.kind, namespace, obj)
-        except ApiError as err:
-            if err.status == 409:
-                await self._adopt(rt, namespace, name, ours)
-            else:
-                if err.status == 0 or err.status >= 429:  # the POST may have landed: leave nothing behind
-                    await self._cleanup(rt, namespace, name, ours)
-                raise
+        except Conflict:
+            await self._adopt(rt, namespace, name, ours)
+        except ApiUnavailable:  # the POST may have landed: leave nothing behind
+            await self._cleanup(rt, namespace, name, ours)
+            raise
         return KubeJobMetadata(
             group=self.kind.group,
             version=self.kind.version,
@@ -196,17 +191,22 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         log.info("adopted existing %s %s/%s (created by an earlier try of this call)", self.kind.kind, namespace, name)
 
     async def _cleanup(self, rt: Runtime, namespace: str, name: str, ours: str) -> None:
-        from .client import ApiError
+        """One try each (the create already used its retry deadline: the error must reach propeller now)."""
+        from dataclasses import replace
 
+        from .errors import ApiError, NotFound
+
+        once = replace(rt.client.retry, max_attempts=1)
         try:
-            existing = await rt.client.get(self.kind, namespace, name)
+            existing = await rt.client.get(self.kind, namespace, name, retry=once)
             if (existing.get("metadata", {}).get("labels") or {}).get(EXECUTION_LABEL) == ours:
-                await rt.client.delete(self.kind, namespace, name)
+                await rt.client.delete(self.kind, namespace, name, retry=once)
+        except NotFound:
+            pass
         except ApiError as err:
-            if err.status != 404:
-                log.warning(
-                    "could not clean up %s %s/%s after a failed create: %s", self.kind.kind, namespace, name, err
-                )
+            log.warning(
+                "could not clean up %s %s/%s after a failed create: %s", self.kind.kind, namespace, name, err
+            )
 
     async def get(self, resource_meta: KubeJobMetadata, **kwargs: Any) -> Resource:
         """Phase, message and log links of the job (outputs are written by the task itself)."""
@@ -248,14 +248,13 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
 
     async def delete(self, resource_meta: KubeJobMetadata, **kwargs: Any) -> None:
         """Delete the job with background propagation; a job already gone is a success."""
-        from .client import ApiError
+        from .errors import NotFound
 
         rt = _runtime()
         try:
             await rt.client.delete(resource_meta.kind, resource_meta.namespace, resource_meta.name)
-        except ApiError as err:
-            if err.status != 404:
-                raise
+        except NotFound:
+            pass
 
 
 def register_connectors() -> list[KubeJobConnector]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
-from .client import ApiError
+from .errors import NotFound
 
 if TYPE_CHECKING:
     from ..backend import BackendConfig
@@ -30,9 +30,11 @@ class Runtime:
     """Everything a connector call needs, shared by the connectors of the four task types."""
 
     def __init__(self, settings: ConnectorSettings, client: Optional[KubeClient] = None):
+        from . import grpc_codes
         from .cache import JobCache
         from .client import KubeClient
 
+        grpc_codes.install()  # our error types keep their gRPC codes in flytekit's connector service
         self.settings = settings
         self.backend: BackendConfig = settings.backend_config
         self.client = client or KubeClient(settings)
@@ -57,10 +59,8 @@ class Runtime:
                 return found.obj
         try:
             return await self.client.get(kind, namespace, name)
-        except ApiError as err:
-            if err.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     def close(self) -> None:
         if self.cache is not None:

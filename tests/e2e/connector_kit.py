@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbMeta
 from flyteidl.core import identifier_pb2, tasks_pb2
 from flyteidl.core.execution_pb2 import TaskExecution
@@ -61,7 +61,11 @@ def metadata_pb(namespace: str, execution: str, outcome: str = "succeed", run_fo
     tid = pb.task_execution_id
     tid.task_id.CopyFrom(
         identifier_pb2.Identifier(
-            resource_type=identifier_pb2.TASK, project="flytesnacks", domain="development", name="wf.train", version="v1"
+            resource_type=identifier_pb2.TASK,
+            project="flytesnacks",
+            domain="development",
+            name="wf.train",
+            version="v1",
         )
     )
     tid.node_execution_id.node_id = "n0"

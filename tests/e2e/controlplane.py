@@ -687,8 +687,13 @@ def up(directory: Path, watch_pid: Optional[int], apiserver_args: tuple[str, ...
     restart = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
     signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
+
     # SIGUSR1 (restart_apiserver() below): restart kube-apiserver, then count it in state.json.
-    signal.signal(signal.SIGUSR1, lambda signum, frame: (restart.set(), stopping.set()))
+    def request_restart(signum: int, frame: object) -> None:
+        restart.set()
+        stopping.set()  # ends the wait below at once
+
+    signal.signal(signal.SIGUSR1, request_restart)
     plane = ControlPlane(directory, build_manifest(), apiserver_args)
     try:
         state = plane.start()

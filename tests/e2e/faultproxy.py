@@ -134,7 +134,9 @@ class FaultProxy:
         self._add(_Fault(action, until=until, methods=frozenset(methods) if methods else None))
         return until
 
-    def fail(self, count: int, status: int, retry_after: Optional[float] = None, methods: Optional[set[str]] = None) -> None:
+    def fail(
+        self, count: int, status: int, retry_after: Optional[float] = None, methods: Optional[set[str]] = None
+    ) -> None:
         self._add(_Fault("status", count, status=status, retry_after=retry_after, methods=_set(methods)))
 
     def stall(self, count: int, seconds: float, methods: Optional[set[str]] = None) -> None:
@@ -206,8 +208,14 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
         def _status(self, code: int, retry_after: Optional[float]) -> None:
             reason = http.client.responses.get(code, "Error").replace(" ", "")
             body = json.dumps(
-                {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason,
-                 "message": f"injected by the fault proxy: {code}"}
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "code": code,
+                    "reason": reason,
+                    "message": f"injected by the fault proxy: {code}",
+                }
             ).encode()
             self.send_response(code)
             self.send_header("Content-Type", "application/json")

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 import pytest
 from flyteidl.admin.agent_pb2 import CreateTaskRequest
 from flyteidl.core.execution_pb2 import TaskExecution
@@ -43,13 +43,16 @@ def jobs(k8s: Any, namespace: str) -> list[dict[str, Any]]:
     from kubernetes import client
 
     listed = client.CustomObjectsApi(k8s).list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")
+    assert isinstance(listed, dict)
     return list(listed["items"])
 
 
 async def create_over_grpc(namespace: str, execution: str) -> tuple[float, Any, Any]:
     """CreateTask through flytekit's service: (seconds taken, response or None, grpc error or None)."""
     request = CreateTaskRequest(
-        template=kit.template_pb(), output_prefix="s3://b/out", task_execution_metadata=kit.metadata_pb(namespace, execution)
+        template=kit.template_pb(),
+        output_prefix="s3://b/out",
+        task_execution_metadata=kit.metadata_pb(namespace, execution),
     )
     async with kit.connector_service() as channel:
         started = time.monotonic()

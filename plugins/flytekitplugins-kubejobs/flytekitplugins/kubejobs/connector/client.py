@@ -4,6 +4,10 @@ Blocking client calls run in a bounded thread pool. Every call has a (connect, r
 under the connector's one ``RetryPolicy`` (``retry.py``): transient failures are retried until the
 settings' ``retry-deadline``; every failure surfaces as one of the ``ApiError`` types of ``errors.py``.
 The kubernetes client's own urllib3 retries are switched off so this policy is the only one.
+
+>>> from urllib3.exceptions import ProtocolError
+>>> type(_to_api_error(ProtocolError("Connection aborted."))).__name__
+'ApiUnavailable'
 """
 
 from __future__ import annotations

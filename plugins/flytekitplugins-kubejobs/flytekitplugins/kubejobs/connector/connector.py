@@ -12,6 +12,7 @@ cheap: the Kubernetes client, the backend and the configuration load on the firs
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -204,9 +205,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         except NotFound:
             pass
         except ApiError as err:
-            log.warning(
-                "could not clean up %s %s/%s after a failed create: %s", self.kind.kind, namespace, name, err
-            )
+            log.warning("could not clean up %s %s/%s after a failed create: %s", self.kind.kind, namespace, name, err)
 
     async def get(self, resource_meta: KubeJobMetadata, **kwargs: Any) -> Resource:
         """Phase, message and log links of the job (outputs are written by the task itself)."""
@@ -251,10 +250,8 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         from .errors import NotFound
 
         rt = _runtime()
-        try:
+        with contextlib.suppress(NotFound):
             await rt.client.delete(resource_meta.kind, resource_meta.namespace, resource_meta.name)
-        except NotFound:
-            pass
 
 
 def register_connectors() -> list[KubeJobConnector]:

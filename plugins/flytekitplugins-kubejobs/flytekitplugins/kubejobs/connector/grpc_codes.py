@@ -47,7 +47,7 @@ def install() -> bool:
         code, http = grpc_status(e)
         if task_type not in KINDS or (code == "INTERNAL" and not isinstance(e, ConnectorError)):
             return original(e, context, task_type, operation)  # type: ignore[no-any-return]
-        import grpc
+        import grpc  # type: ignore[import-untyped]
 
         details = f"failed to {operation} {task_type} task: {type(e).__name__}: {e}"
         log.error("%s (gRPC %s)", details, code)

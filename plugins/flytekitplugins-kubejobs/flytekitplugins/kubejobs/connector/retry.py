@@ -38,7 +38,8 @@ class RetryPolicy:
 
     @classmethod
     def from_settings(cls, settings: ConnectorSettings) -> RetryPolicy:
-        return cls(settings.retry_base_delay, settings.retry_max_delay, settings.retry_deadline, settings.retry_attempts)
+        s = settings
+        return cls(s.retry_base_delay, s.retry_max_delay, s.retry_deadline, s.retry_attempts)
 
     def backoff(self, attempt: int, retry_after: Optional[float] = None, jitter: Optional[float] = None) -> float:
         """Seconds to wait after failed attempt ``attempt`` (0-based), ignoring the deadline."""

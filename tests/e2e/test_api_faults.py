@@ -204,7 +204,7 @@ def test_a_refused_task_reaches_propeller_as_a_permanent_grpc_code(
     through(proxy, tmp_path, **overrides)
     template = kit.template_pb()
     if refusal == "build-error":
-        template.custom.update({"workerReplicas": {"replicas": -1}})
+        template.ClearField("container")  # the backend's BuildError: nothing to run
     if refusal == "rbac-forbidden":
         proxy.fail(1, 403, methods={"POST"})
     request = CreateTaskRequest(

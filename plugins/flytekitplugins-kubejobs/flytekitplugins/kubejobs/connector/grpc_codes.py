@@ -7,8 +7,9 @@ task types this package serves, the code comes from ``errors.grpc_status`` (a re
 ``INVALID_ARGUMENT``, a transient API fault ``UNAVAILABLE``, ...) and the details are the error's message;
 flytekit's failure metric is still counted (its ``error_code`` label is the matching HTTP number). Other
 connectors in the same process, and unclassified errors (``INTERNAL``), keep flytekit's own handling. The
-wrapper is installed when the connector runtime is built, which the first call to one of our connectors
-does, so ``pyflyte serve connector`` needs no flag; nothing is changed when flytekit's service is not loaded.
+wrapper is installed by the first call to one of our connectors (``runtime.runtime()``, a dictionary lookup
+after that), so ``pyflyte serve connector`` needs no flag; nothing is changed when flytekit's service is not
+loaded.
 
 What propeller 1.16 does with the codes (``flyteplugins/go/tasks/plugins/webapi/connector/plugin.go`` and
 ``pluginmachinery/internal/webapi``): any CreateTask error becomes a retryable USER failure of that attempt

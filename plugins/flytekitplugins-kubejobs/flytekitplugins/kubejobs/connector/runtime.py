@@ -30,11 +30,9 @@ class Runtime:
     """Everything a connector call needs, shared by the connectors of the four task types."""
 
     def __init__(self, settings: ConnectorSettings, client: Optional[KubeClient] = None):
-        from . import grpc_codes
         from .cache import JobCache
         from .client import KubeClient
 
-        grpc_codes.install()  # our error types keep their gRPC codes in flytekit's connector service
         self.settings = settings
         self.backend: BackendConfig = settings.backend_config
         self.client = client or KubeClient(settings)
@@ -75,6 +73,9 @@ _current: Optional[Runtime] = None
 def runtime() -> Runtime:
     """The current runtime, built from the environment's configuration on first use."""
     global _current
+    from . import grpc_codes
+
+    grpc_codes.install()  # every connector call comes here: our errors keep their gRPC codes in flytekit's service
     with _lock:
         if _current is None:
             from .config import ConnectorSettings

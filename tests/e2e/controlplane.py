@@ -9,7 +9,9 @@ operators' CRD files), generates the PKI, starts etcd, kube-apiserver, kube-cont
 kube-scheduler, kwok, the Kubeflow Training Operator and the KubeRay operator as process groups, installs
 the CRDs, creates the fake nodes, waits until each part answers (a condition each, never a sleep), writes
 DIR/state.json with the admin kubeconfig, and then stays until SIGTERM/SIGINT or until the watched process
-(the pytest session) is gone, when it stops every process it started.
+(the pytest session) is gone, when it stops every process it started. SIGUSR1 restarts kube-apiserver with
+the same flags (`restart_apiserver(state)`, for the tests of what survives a restart); `--apiserver-arg` adds
+a flag to it.
 
 Pods never run: kwok plays their lifecycle. A pod whose annotation `kubejobs-e2e/outcome` is `succeed` or
 `fail` goes Running, then Succeeded (exit 0) or Failed (exit 1) after `kubejobs-e2e/run-for` (a Go
@@ -129,6 +131,8 @@ class Process:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    args: list[str]
+    env: Optional[dict[str, str]] = None
 
     def check(self) -> None:
         code = self.popen.poll()
@@ -315,9 +319,11 @@ def fake_node(name: str) -> dict[str, Any]:
 class ControlPlane:
     """Starts and stops the whole control plane under ``directory``."""
 
-    def __init__(self, directory: Path, manifest: dict[str, Any]):
+    def __init__(self, directory: Path, manifest: dict[str, Any], apiserver_args: tuple[str, ...] = ()):
         self.dir = directory
         self.manifest = manifest
+        self.apiserver_args = apiserver_args
+        self.api: Optional[Api] = None
         self.bin = manifest["binaries"]
         self.processes: list[Process] = []
         self.state: dict[str, Any] = {}
@@ -336,7 +342,7 @@ class ControlPlane:
                 env={**os.environ, **(env or {})},
                 start_new_session=True,  # its own process group, stopped as a whole
             )
-        process = Process(name, popen, log)
+        process = Process(name, popen, log, args, env)
         self.processes.append(process)
         return process
 
@@ -344,19 +350,35 @@ class ControlPlane:
         for process in self.processes:
             process.check()
 
-    def stop(self) -> None:
-        """Stop the process groups in reverse start order (clients before the API server, it before etcd):
-        SIGTERM, and SIGKILL for one still running after 10 s."""
-        for process in reversed(self.processes):
+    @staticmethod
+    def _terminate(process: Process) -> None:
+        """SIGTERM to the process group, and SIGKILL if it still runs after 10 s."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.popen.pid, signal.SIGTERM)
+        try:
+            process.popen.wait(10)
+        except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.popen.pid, signal.SIGTERM)
-            try:
-                process.popen.wait(10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.popen.pid, signal.SIGKILL)
-                process.popen.wait()
+                os.killpg(process.popen.pid, signal.SIGKILL)
+            process.popen.wait()
+
+    def stop(self) -> None:
+        """Stop the process groups in reverse start order (clients before the API server, it before etcd)."""
+        for process in reversed(self.processes):
+            self._terminate(process)
         self.processes.clear()
+
+    def restart_apiserver(self) -> int:
+        """Stop kube-apiserver and start it again with the same flags (the other processes keep running and
+        reconnect, as on a real control-plane upgrade); returns once /readyz answers. The new pid."""
+        index = next(i for i, p in enumerate(self.processes) if p.name == "kube-apiserver")
+        old = self.processes.pop(index)
+        self._terminate(old)
+        fresh = self._start(old.name, old.args, old.env)
+        self.processes.insert(index, self.processes.pop())  # keep the stop order
+        assert self.api is not None
+        wait_for("kube-apiserver /readyz after a restart", self.api.ready, 120, self._alive)
+        return fresh.popen.pid
 
     # -- start ------------------------------------------------------------------------------------------------
     def start(self) -> dict[str, Any]:
@@ -423,9 +445,10 @@ class ControlPlane:
                 "--service-cluster-ip-range=10.96.0.0/16",  # addresses allocated to Services, never reached
                 "--endpoint-reconciler-type=none",  # the loopback address is not a valid endpoint
                 "--profiling=false",
+                *self.apiserver_args,
             ],
         )
-        api = Api(server, ca.pair.cert, admin)
+        api = self.api = Api(server, ca.pair.cert, admin)
         wait_for("kube-apiserver /readyz", api.ready, 120, self._alive)
 
         crds = [*self.manifest["crds"]["training-operator"], *self.manifest["crds"]["kuberay"]]
@@ -538,6 +561,8 @@ class ControlPlane:
         )
         self.state = {
             "server": server,
+            "etcd": etcd_url,
+            "apiserver_restarts": 0,
             "ca": str(ca.pair.cert),
             "kubeconfig": str(admin_kubeconfig),
             "dir": str(self.dir),
@@ -649,21 +674,44 @@ def _pid_alive(pid: int) -> bool:
     return state != "Z"
 
 
-def up(directory: Path, watch_pid: Optional[int]) -> None:
+def _write_state(directory: Path, state: dict[str, Any]) -> None:
+    tmp = directory / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(directory / "state.json")
+
+
+def up(directory: Path, watch_pid: Optional[int], apiserver_args: tuple[str, ...] = ()) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "supervisor.pid").write_text(str(os.getpid()))
     stopping = threading.Event()
+    restart = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
     signal.signal(signal.SIGINT, lambda signum, frame: stopping.set())
-    plane = ControlPlane(directory, build_manifest())
+
+    # SIGUSR1 (restart_apiserver() below): restart kube-apiserver, then count it in state.json.
+    def request_restart(signum: int, frame: object) -> None:
+        restart.set()
+        stopping.set()  # ends the wait below at once
+
+    signal.signal(signal.SIGUSR1, request_restart)
+    plane = ControlPlane(directory, build_manifest(), apiserver_args)
     try:
         state = plane.start()
         state["supervisor_pid"] = os.getpid()
-        tmp = directory / "state.json.tmp"
-        tmp.write_text(json.dumps(state, indent=1))
-        tmp.replace(directory / "state.json")
+        _write_state(directory, state)
         print(f"control plane up in {state['start_seconds']}s; KUBECONFIG={state['kubeconfig']}", flush=True)
-        while not stopping.wait(1.0):  # a stop signal ends the wait at once
+        while True:
+            stopping.wait(1.0)  # a signal ends the wait at once
+            if restart.is_set():
+                restart.clear()
+                stopping.clear()
+                state["pids"]["kube-apiserver"] = plane.restart_apiserver()
+                state["apiserver_restarts"] += 1
+                _write_state(directory, state)
+                print(f"kube-apiserver restarted ({state['apiserver_restarts']})", flush=True)
+                continue
+            if stopping.is_set():
+                break
             plane._alive()
             if watch_pid is not None and not _pid_alive(watch_pid):
                 print(f"watched process {watch_pid} is gone: stopping", flush=True)
@@ -673,6 +721,19 @@ def up(directory: Path, watch_pid: Optional[int]) -> None:
         (directory / "state.json").unlink(missing_ok=True)
         (directory / "supervisor.pid").unlink(missing_ok=True)
         print("control plane stopped", flush=True)
+
+
+def restart_apiserver(state: dict[str, Any], timeout: float = 180) -> dict[str, Any]:
+    """Ask the supervisor of ``state`` to restart its kube-apiserver; the new state once it serves again."""
+    directory = Path(state["dir"])
+    before = json.loads((directory / "state.json").read_text())["apiserver_restarts"]
+    os.kill(state["supervisor_pid"], signal.SIGUSR1)
+
+    def restarted() -> Optional[dict[str, Any]]:
+        current: dict[str, Any] = json.loads((directory / "state.json").read_text())
+        return current if current["apiserver_restarts"] > before else None
+
+    return wait_for("the kube-apiserver restart", restarted, timeout)
 
 
 def down(directory: Path, timeout: float = 60) -> None:
@@ -685,8 +746,11 @@ def down(directory: Path, timeout: float = 60) -> None:
     wait_for("the control plane to stop", lambda: None if _pid_alive(pid) else True, timeout)
 
 
-def ensure_up(directory: Path, watch_pid: Optional[int], timeout: float = 5400) -> dict[str, Any]:
-    """Start the supervisor unless one already serves ``directory``; return its state (callers hold a lock)."""
+def ensure_up(
+    directory: Path, watch_pid: Optional[int], timeout: float = 5400, apiserver_args: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Start the supervisor unless one already serves ``directory``; return its state (callers hold a lock).
+    ``apiserver_args`` are extra kube-apiserver flags."""
     state_file = directory / "state.json"
     if state_file.exists():
         state: dict[str, Any] = json.loads(state_file.read_text())
@@ -696,8 +760,9 @@ def ensure_up(directory: Path, watch_pid: Optional[int], timeout: float = 5400) 
     log = directory / "supervisor.log"
     with log.open("ab") as out:
         watch = [] if watch_pid is None else ["--watch-pid", str(watch_pid)]
+        extra = [f"--apiserver-arg={arg}" for arg in apiserver_args]
         supervisor = subprocess.Popen(
-            [sys.executable, "-m", "e2e.controlplane", "up", "--dir", str(directory), *watch],
+            [sys.executable, "-m", "e2e.controlplane", "up", "--dir", str(directory), *watch, *extra],
             cwd=REPO / "tests",
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -722,10 +787,11 @@ def main() -> None:
     parser.add_argument("command", choices=["up", "start", "down"], help="up: foreground; start: in the background")
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--watch-pid", type=int, help="stop when this process is gone")
+    parser.add_argument("--apiserver-arg", action="append", default=[], help="an extra kube-apiserver flag")
     args = parser.parse_args()
     directory = args.dir.resolve()
     if args.command == "up":
-        up(directory, args.watch_pid)
+        up(directory, args.watch_pid, tuple(args.apiserver_arg))
     elif args.command == "start":
         state = ensure_up(directory, args.watch_pid)
         print(f"export KUBECONFIG={state['kubeconfig']}   # stop with: make cluster-down")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from flytekitplugins.kubejobs.connector.client import backoff_delay
 from flytekitplugins.kubejobs.connector.config import CONFIG_ENV, ConnectorSettings
 
 CONFIG = """
@@ -72,15 +71,6 @@ def test_bad_settings_name_the_field_and_value(section: dict[str, object], error
 def test_bad_env_values_are_refused() -> None:
     with pytest.raises(ValueError, match="KUBEJOBS_CONNECTOR_CACHE must be true or false, got 'maybe'"):
         ConnectorSettings.from_env({"KUBEJOBS_CONNECTOR_CACHE": "maybe"})
-
-
-def test_backoff_is_capped_exponential_with_jitter_and_honours_retry_after() -> None:
-    delays = [backoff_delay(a, None, base=0.1, cap=2.0, jitter=1.0) for a in range(8)]
-    assert delays == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 2.0]
-    for attempt in range(6):
-        assert 0.5 * min(2.0, 0.1 * 2**attempt) <= backoff_delay(attempt, None, base=0.1, cap=2.0) <= 2.0
-    assert backoff_delay(0, 1.5, base=0.1, cap=2.0) >= 1.5  # Retry-After is a floor...
-    assert backoff_delay(0, 60.0, base=0.1, cap=2.0) == 2.0  # ...within the cap
 
 
 POD_TEMPLATES = """

@@ -118,36 +118,6 @@ def test_the_cache_serves_a_polling_round_without_api_requests(
     asyncio.run(scenario())
 
 
-def test_the_cache_relists_after_410_gone_and_sees_later_changes(
-    server: FakeApiServer, cached_runtime: Any, kit: Any
-) -> None:
-    connector = _pytorch()
-
-    async def scenario() -> None:
-        meta = await connector.create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("expiry"))
-        informer = cached_runtime.cache.informer(connector.kind, kit.namespace)
-
-        async def cached() -> bool:
-            return (found := informer.lookup(meta.name)) is not None and found.obj is not None
-
-        await kit.wait_until(cached)
-        lists_before = informer.relists
-        server.expire_watches()  # running watches end with 410; the old resourceVersion is gone
-        for _ in range(3):
-            server.step()
-
-        async def relisted() -> bool:
-            return informer.relists > lists_before
-
-        await kit.wait_until(relisted)
-        direct_gets = server.requests[("GET", "GET")]
-
-        await kit.get_until(connector, meta, lambda r: r.phase == TaskExecution.SUCCEEDED)
-        assert server.requests[("GET", "GET")] == direct_gets  # served by the re-listed cache
-
-    asyncio.run(scenario())
-
-
 def test_one_malformed_object_fails_only_its_own_task(server: FakeApiServer, runtime: Any, kit: Any) -> None:
     connector = _pytorch()
 

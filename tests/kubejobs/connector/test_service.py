@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import grpc
+import pytest
 from flyteidl.admin.agent_pb2 import (
     CreateTaskRequest,
     DeleteTaskRequest,
@@ -89,3 +90,72 @@ def test_flytekit_grpc_service_creates_polls_and_deletes(server: FakeApiServer, 
             await grpc_server.stop(None)
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("case", "code", "error"),
+    [
+        ("namespace-not-allowed", grpc.StatusCode.INVALID_ARGUMENT, "TaskRefused: namespace 'flytesnacks-development'"),
+        ("no-container", grpc.StatusCode.INVALID_ARGUMENT, "BuildError: unable to create container"),
+        ("api-unreachable", grpc.StatusCode.UNAVAILABLE, "ApiUnavailable: 0 "),
+    ],
+)
+def test_errors_reach_the_grpc_caller_with_their_codes(
+    tmp_path: Any, kit: Any, case: str, code: grpc.StatusCode, error: str
+) -> None:
+    """Through flytekit's own service: a refused task, and an API server nobody answers at (a closed port)."""
+    import socket
+
+    from flytekit.extend.backend.connector_service import AsyncConnectorService
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    with socket.socket() as probe:  # a port nothing listens on: every connection is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig.yaml"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    overrides: dict[str, Any] = {"namespaces": ("elsewhere",)} if case == "namespace-not-allowed" else {}
+    from flytekitplugins.kubejobs.backend import BackendConfig
+    from flytekitplugins.kubejobs.connector.config import ConnectorSettings
+
+    settings = ConnectorSettings(
+        kubeconfig=str(kubeconfig), cache=False, retry_deadline=1.0, backend=BackendConfig(), **overrides
+    )
+    configure(settings)
+    template = kit.template("pytorch").to_flyte_idl()
+    if case == "no-container":
+        template.ClearField("container")
+    request = CreateTaskRequest(
+        template=template, output_prefix="s3://b/out", task_execution_metadata=kit.metadata("codes").to_flyte_idl()
+    )
+
+    async def scenario() -> grpc.aio.AioRpcError:
+        grpc_server = grpc.aio.server()
+        add_AsyncAgentServiceServicer_to_server(AsyncConnectorService(), grpc_server)
+        grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
+        await grpc_server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await AsyncAgentServiceStub(channel).CreateTask(request)
+                return info.value
+        finally:
+            await grpc_server.stop(None)
+
+    try:
+        failure = asyncio.run(scenario())
+    finally:
+        shutdown()
+    assert failure.code() == code, (failure.code(), failure.details())
+    assert error in failure.details() and "Traceback" not in failure.details()

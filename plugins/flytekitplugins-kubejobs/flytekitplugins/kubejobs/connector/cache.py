@@ -1,8 +1,9 @@
 """Watch-backed cache of the connector's own job objects, one informer per kind and namespace.
 
 An informer lists the objects carrying the connector's ``managed-by`` label, then watches from the
-list's resourceVersion; a 410 Gone (history compacted) triggers a re-list, connection errors a
-backoff and a new watch from the last resourceVersion seen. Memory is bounded: only our objects are
+list's resourceVersion; a 410 Gone (history compacted) triggers a re-list, other failures a wait of
+the connector's retry policy (``RetryPolicy.backoff``, growing with consecutive failures; an informer
+never gives up) and a new watch from the last resourceVersion seen. Memory is bounded: only our objects are
 kept, slimmed (pod templates dropped, they are never read for status), at most ``max_objects`` per
 informer. A name the cache does not hold (not yet seen, over the bound, or deleted) is read with a
 direct GET, so a deletion is confirmed by the API server before get() reports it.
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from .client import ApiError, WatchExpired
+from .errors import ApiError, Gone
 
 if TYPE_CHECKING:
     from ..wire.kinds import JobKind
@@ -160,16 +161,13 @@ class Informer:
                     self.relists += 1
                 rv = self._watch(rv)
                 failures = 0
-            except WatchExpired:
+            except Gone:
                 rv = None  # history compacted: re-list
             except ApiError as err:
                 if self._stop.is_set():
                     break
+                delay = self.client.retry.backoff(failures, err.retry_after)
                 failures += 1
-                if err.status == 410:
-                    rv = None
-                s = self.client.settings
-                delay = min(s.retry_max_delay, s.retry_base_delay * 2 ** min(failures, 10))
                 log.warning("cache for %s/%s: %s; retrying in %.2fs", self.kind.plural, self.namespace, err, delay)
                 self._stop.wait(delay)
             except Exception:  # one bad event must not stop the cache: start over from a list
@@ -177,7 +175,7 @@ class Informer:
                     break
                 log.exception("cache for %s/%s failed; re-listing", self.kind.plural, self.namespace)
                 rv = None
-                self._stop.wait(self.client.settings.retry_base_delay)
+                self._stop.wait(self.client.retry.backoff(0))
 
     def _watch(self, rv: str) -> str:
         response = self.client.open_watch(self.kind, self.namespace, self.selector, rv)

@@ -1,14 +1,13 @@
 """The only module that talks to Kubernetes: a thin async wrapper over the official ``kubernetes`` client.
 
-Blocking client calls run in a bounded thread pool. Every call has a timeout; 429, 5xx and connection
-errors are retried with capped exponential backoff and full jitter, waiting at least what a
-``Retry-After`` header asks; other errors become ``ApiError`` at once. The kubernetes client's own
-urllib3 retries are switched off so this policy is the only one.
+Blocking client calls run in a bounded thread pool. Every call has a (connect, read) timeout and runs
+under the connector's one ``RetryPolicy`` (``retry.py``): transient failures are retried until the
+settings' ``retry-deadline``; every failure surfaces as one of the ``ApiError`` types of ``errors.py``.
+The kubernetes client's own urllib3 retries are switched off so this policy is the only one.
 
->>> backoff_delay(3, None, base=0.2, cap=10.0, jitter=1.0)
-1.6
->>> backoff_delay(0, 2.5, base=0.2, cap=10.0, jitter=0.5)
-2.5
+>>> from urllib3.exceptions import ProtocolError
+>>> type(_to_api_error(ProtocolError("Connection aborted."))).__name__
+'ApiUnavailable'
 """
 
 from __future__ import annotations
@@ -16,62 +15,34 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
+from .errors import ApiError, ApiUnavailable, api_error
+from .retry import RetryPolicy
+
 if TYPE_CHECKING:
     from ..wire.kinds import JobKind
     from .config import ConnectorSettings
 
-__all__ = ["ApiError", "KubeClient", "WatchExpired", "backoff_delay", "is_retryable"]
+__all__ = ["ApiError", "KubeClient"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Obj = dict[str, Any]
 
-_RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-
-
-class ApiError(Exception):
-    """A failed API call: ``status`` is the HTTP code (0 for a connection error or timeout)."""
-
-    def __init__(self, status: int, reason: str, message: str = "", retry_after: Optional[float] = None):
-        super().__init__(f"{status} {reason}: {message}" if message else f"{status} {reason}")
-        self.status, self.reason, self.message, self.retry_after = status, reason, message, retry_after
-
-
-class WatchExpired(Exception):
-    """The watch's resourceVersion is gone (410): the caller must re-list."""
-
-
-def is_retryable(err: ApiError) -> bool:
-    return err.status == 0 or err.status in _RETRYABLE_STATUS
-
-
-def backoff_delay(
-    attempt: int, retry_after: Optional[float], *, base: float, cap: float, jitter: Optional[float] = None
-) -> float:
-    """Seconds to wait before retry ``attempt`` (0-based): ``min(cap, base * 2**attempt)`` scaled by a
-    jitter in [0.5, 1], never less than ``Retry-After`` (itself capped at ``cap``)."""
-    factor = random.uniform(0.5, 1.0) if jitter is None else jitter
-    delay: float = min(cap, base * 2.0**attempt) * factor
-    if retry_after is not None:
-        delay = max(delay, min(retry_after, cap))
-    return float(round(delay, 6))
-
 
 def _as_obj(value: object) -> Obj:
     if not isinstance(value, dict):
-        raise ApiError(0, "BadResponse", f"expected a JSON object, got {type(value).__name__}")
+        raise ApiUnavailable(0, "BadResponse", f"expected a JSON object, got {type(value).__name__}")
     return value
 
 
 def _to_api_error(exc: BaseException) -> ApiError:
-    """Map client exceptions (ApiException, urllib3 errors, OSError) to ApiError; others are re-raised."""
+    """Map client exceptions (ApiException, urllib3 errors, OSError) to an ApiError; others are re-raised."""
     from kubernetes.client.exceptions import ApiException
     from urllib3.exceptions import HTTPError
 
@@ -87,9 +58,9 @@ def _to_api_error(exc: BaseException) -> ApiError:
                 retry_after = float(str(header))
             except ValueError:
                 retry_after = None
-        return ApiError(int(exc.status or 0), str(exc.reason or ""), message, retry_after)
+        return api_error(int(exc.status or 0), str(exc.reason or ""), message, retry_after)
     if isinstance(exc, (HTTPError, OSError)):
-        return ApiError(0, type(exc).__name__, str(exc))
+        return ApiUnavailable(0, type(exc).__name__, str(exc))
     raise exc
 
 
@@ -109,41 +80,42 @@ class KubeClient:
         self._api = client.CustomObjectsApi(self._api_client)
         self._pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="kubejobs-api")
         self._timeout = (settings.connect_timeout, settings.request_timeout)
+        self.retry = RetryPolicy.from_settings(settings)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._api_client.close()  # type: ignore[no-untyped-call]
 
     # -- retry policy ----------------------------------------------------------------------------------
-    def _delay(self, attempt: int, err: ApiError, started: float) -> Optional[float]:
+    def _delay(
+        self, attempt: int, err: ApiError, started: float, policy: Optional[RetryPolicy] = None
+    ) -> Optional[float]:
         """Seconds to wait before the next attempt, or None when the call must give up."""
-        s = self.settings
-        if not is_retryable(err) or attempt + 1 >= s.retry_attempts:
-            return None
-        delay = backoff_delay(attempt, err.retry_after, base=s.retry_base_delay, cap=s.retry_max_delay)
-        if time.monotonic() - started + delay > s.retry_deadline:
-            return None
-        log.info("kubernetes API call failed (%s); retry %d in %.2fs", err, attempt + 1, delay)
+        delay = (policy or self.retry).next_delay(attempt, err, time.monotonic() - started)
+        if delay is not None:
+            log.info("kubernetes API call failed (%s); retry %d in %.2fs", err, attempt + 1, delay)
         return delay
 
-    async def _call(self, fn: Callable[[], T]) -> T:
+    async def _call(self, fn: Callable[[], T], policy: Optional[RetryPolicy] = None) -> T:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        for attempt in range(self.settings.retry_attempts):
+        attempt = 0
+        while True:
             try:
                 return await loop.run_in_executor(self._pool, fn)
             except Exception as exc:
                 err = _to_api_error(exc)
-            delay = self._delay(attempt, err, started)
+            delay = self._delay(attempt, err, started, policy)
             if delay is None:
                 raise err
             await asyncio.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+            attempt += 1
 
     def call_sync(self, fn: Callable[[], T], stop: Optional[threading.Event] = None) -> T:
         """The same retry policy for a blocking caller (the cache threads); ``stop`` cuts waits short."""
         started = time.monotonic()
-        for attempt in range(self.settings.retry_attempts):
+        attempt = 0
+        while True:
             try:
                 return fn()
             except Exception as exc:
@@ -153,13 +125,14 @@ class KubeClient:
                 raise err
             if stop is None:
                 time.sleep(delay)
-        raise AssertionError("unreachable")  # pragma: no cover
+            attempt += 1
 
     # -- calls -----------------------------------------------------------------------------------------
-    async def _object_call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``CustomObjectsApi.<method>(*args)`` with this client's timeout and retry policy."""
+    async def _object_call(self, method: str, *args: Any, retry: Optional[RetryPolicy] = None, **kwargs: Any) -> Any:
+        """``CustomObjectsApi.<method>(*args)`` with this client's timeout, under ``retry`` (default: the
+        settings' policy)."""
         fn = getattr(self._api, method)
-        return await self._call(lambda: fn(*args, _request_timeout=self._timeout, **kwargs))
+        return await self._call(lambda: fn(*args, _request_timeout=self._timeout, **kwargs), retry)
 
     async def create(self, kind: JobKind, namespace: str, body: Obj) -> Obj:
         created = await self._object_call(
@@ -167,13 +140,15 @@ class KubeClient:
         )
         return _as_obj(created)
 
-    async def get(self, kind: JobKind, namespace: str, name: str) -> Obj:
+    async def get(self, kind: JobKind, namespace: str, name: str, retry: Optional[RetryPolicy] = None) -> Obj:
         found = await self._object_call(
-            "get_namespaced_custom_object", kind.group, kind.version, namespace, kind.plural, name
+            "get_namespaced_custom_object", kind.group, kind.version, namespace, kind.plural, name, retry=retry
         )
         return _as_obj(found)
 
-    async def delete(self, kind: JobKind, namespace: str, name: str, uid: Optional[str] = None) -> None:
+    async def delete(
+        self, kind: JobKind, namespace: str, name: str, uid: Optional[str] = None, retry: Optional[RetryPolicy] = None
+    ) -> None:
         """Delete with background propagation (the operator's pods and services go with the job); with ``uid``,
         only that object (409 Conflict when another object holds the name now)."""
         preconditions = {"body": {"preconditions": {"uid": uid}}} if uid else {}
@@ -185,6 +160,7 @@ class KubeClient:
             kind.plural,
             name,
             propagation_policy="Background",
+            retry=retry,
             **preconditions,
         )
 
@@ -229,7 +205,7 @@ class KubeClient:
 
     @staticmethod
     def watch_events(response: Any) -> Iterator[Obj]:
-        """Decoded ``{"type", "object"}`` events of an open watch; raises WatchExpired on 410."""
+        """Decoded ``{"type", "object"}`` events of an open watch; raises ``Gone`` on 410."""
         from kubernetes.watch.watch import iter_resp_lines
 
         try:
@@ -239,13 +215,10 @@ class KubeClient:
                 event = json.loads(line)
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
-                    if status.get("code") == 410:
-                        raise WatchExpired(status.get("message", ""))
-                    raise ApiError(
-                        int(status.get("code") or 0), str(status.get("reason", "")), status.get("message", "")
-                    )
+                    code = int(status.get("code") or 0)
+                    raise api_error(code, str(status.get("reason", "")), status.get("message", ""))
                 yield event
-        except (WatchExpired, ApiError):
+        except ApiError:
             raise
         except Exception as exc:
             raise _to_api_error(exc) from None

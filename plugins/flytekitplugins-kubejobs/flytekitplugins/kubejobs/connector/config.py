@@ -87,10 +87,12 @@ class ConnectorSettings:
     request_timeout: float = 10.0
     #: Length of one watch request; the cache reconnects from its last resourceVersion after it.
     watch_timeout: float = 300.0
-    retry_attempts: int = 8
+    #: Transient API failures (no answer, 429, 5xx) are retried until ``retry_deadline`` seconds after a call's
+    #: first attempt, waiting ``retry_base_delay`` doubled per attempt up to ``retry_max_delay`` (or what a
+    #: Retry-After asks); ``retry_attempts`` optionally caps the attempts too (None: the deadline alone decides).
+    retry_attempts: Optional[int] = None
     retry_base_delay: float = 0.2
     retry_max_delay: float = 10.0
-    #: A call gives up once this much time has gone by, whatever the attempts left.
     retry_deadline: float = 60.0
     #: Threads running blocking client calls (also the HTTP connection pool size).
     workers: int = 32
@@ -117,6 +119,8 @@ class ConnectorSettings:
             raise TypeError(f"ConnectorSettings.cache must be true or false, got {self.cache!r}")
         for name in _COUNTS:
             value = getattr(self, name)
+            if name == "retry_attempts" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"ConnectorSettings.{name} must be a positive int, got {value!r}")
         for name in _DURATIONS:

@@ -12,6 +12,7 @@ cheap: the Kubernetes client, the backend and the configuration load on the firs
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import re
@@ -24,6 +25,7 @@ from flytekit.exceptions.system import FlyteConnectorNotFound
 from flytekit.extend.backend.base_connector import AsyncConnectorBase, ConnectorRegistry, Resource, ResourceMeta
 
 from ..wire.kinds import KINDS, JobKind, kind_for_resource
+from .errors import ForeignObjectError, TaskRefused
 
 if TYPE_CHECKING:
     from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbTaskExecutionMetadata
@@ -60,10 +62,6 @@ _PHASES = {
     "RETRYABLE_FAILURE": TaskExecution.RETRYABLE_FAILED,
     "PERMANENT_FAILURE": TaskExecution.FAILED,
 }
-
-
-class ForeignObjectError(RuntimeError):
-    """The object name is taken by an object this task execution did not create."""
 
 
 @dataclass
@@ -148,7 +146,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         from ..backend import build_object, object_name_for
         from ..backend.podsecurity import pod_security_violations
         from . import placeholders
-        from .client import ApiError
+        from .errors import ApiUnavailable, Conflict
 
         if task_execution_metadata is None:
             raise ValueError(f"{self.kind.kind} tasks need the task execution metadata to name their object")
@@ -164,7 +162,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         if violations:
             shown = "; ".join(str(v) for v in violations[:5])
             more = f" (and {len(violations) - 5} more)" if len(violations) > 5 else ""
-            raise ValueError(
+            raise TaskRefused(
                 f"{self.kind.kind} {metadata['name']} is refused by the connector's pod security level "
                 f"{rt.settings.pod_security!r}: {shown}{more}"
             )
@@ -181,13 +179,11 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         rt.watch(self.kind, namespace)
         try:
             created = await rt.client.create(self.kind, namespace, obj)
-        except ApiError as err:
-            if err.status == 409:
-                created = await self._adopt(rt, namespace, name, execution)
-            else:
-                if err.status == 0 or err.status >= 429:  # the POST may have landed: leave nothing behind
-                    await self._cleanup(rt, namespace, name, execution)
-                raise
+        except Conflict:
+            created = await self._adopt(rt, namespace, name, execution)
+        except ApiUnavailable:  # the POST may have landed: leave nothing behind
+            await self._cleanup(rt, namespace, name, execution)
+            raise
         return KubeJobMetadata(
             group=self.kind.group,
             version=self.kind.version,
@@ -213,39 +209,42 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         return existing
 
     async def _cleanup(self, rt: Runtime, namespace: str, name: str, execution: str) -> None:
-        from .client import ApiError
+        """One try each (the create already used its retry deadline: the error must reach propeller now)."""
+        from dataclasses import replace
 
+        from .errors import ApiError, NotFound
+
+        once = replace(rt.client.retry, max_attempts=1)
         try:
-            existing = await rt.client.get(self.kind, namespace, name)
+            existing = await rt.client.get(self.kind, namespace, name, retry=once)
             if rt.ownership.created_by(existing, execution, EXECUTION_LABEL):
-                await rt.client.delete(self.kind, namespace, name, uid=existing["metadata"].get("uid"))
+                await rt.client.delete(self.kind, namespace, name, uid=existing["metadata"].get("uid"), retry=once)
+        except NotFound:
+            pass
         except ApiError as err:
-            if err.status != 404:
-                log.warning(
-                    "could not clean up %s %s/%s after a failed create: %s", self.kind.kind, namespace, name, err
-                )
+            log.warning("could not clean up %s %s/%s after a failed create: %s", self.kind.kind, namespace, name, err)
 
     def _checked(self, rt: Runtime, resource_meta: object) -> KubeJobMetadata:
         """``resource_meta`` if it names an object this connector may touch: a resource of the kind it serves,
         in an allowed namespace, under a valid name. Checked before any request (the bytes may be forged)."""
         if not isinstance(resource_meta, KubeJobMetadata):
-            raise ValueError(f"expected KubeJobMetadata, got {type(resource_meta).__name__}")
+            raise TaskRefused(f"expected KubeJobMetadata, got {type(resource_meta).__name__}")
         for name, value in vars(resource_meta).items():
             if not isinstance(value, str):
-                raise ValueError(f"KubeJobMetadata.{name} must be a string, got {value!r}")
+                raise TaskRefused(f"KubeJobMetadata.{name} must be a string, got {value!r}")
         served = self.kind
         if (resource_meta.group, resource_meta.version, resource_meta.plural) != (
             served.group,
             served.version,
             served.plural,
         ):
-            raise ValueError(
+            raise TaskRefused(
                 f"KubeJobMetadata names {resource_meta.plural}.{resource_meta.group}/{resource_meta.version}; "
                 f"the {served.task_type} connector serves {served.plural}.{served.group}/{served.version} only"
             )
         rt.check_namespace(resource_meta.namespace)
         if len(resource_meta.name) > 253 or not _DNS_SUBDOMAIN.match(resource_meta.name):
-            raise ValueError(f"KubeJobMetadata.name {resource_meta.name!r} is not a Kubernetes object name")
+            raise TaskRefused(f"KubeJobMetadata.name {resource_meta.name!r} is not a Kubernetes object name")
         return resource_meta
 
     async def get(self, resource_meta: KubeJobMetadata, **kwargs: Any) -> Resource:
@@ -289,12 +288,12 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         """Delete the job the metadata recorded, with background propagation (the operator's pods and services
         go with it, by garbage collection); a job already gone is a success, and so is a name now held by
         another object, which is left alone (the delete carries a uid precondition)."""
-        from .client import ApiError
+        from .errors import Conflict, NotFound
 
         rt = _runtime()
         resource_meta = self._checked(rt, resource_meta)
         ns, name, uid = resource_meta.namespace, resource_meta.name, resource_meta.uid
-        try:
+        with contextlib.suppress(NotFound):
             if not uid:  # metadata from before uids were kept: find the object and check it is that execution's
                 found = await rt.client.get(self.kind, ns, name)
                 _, execution = _recorded_execution(resource_meta)
@@ -304,12 +303,10 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
                     )
                     return
                 uid = str(found["metadata"].get("uid") or "")
-            await rt.client.delete(self.kind, ns, name, uid=uid)
-        except ApiError as err:
-            if err.status == 409:  # the uid precondition failed: ours is gone, the name is someone else's
+            try:
+                await rt.client.delete(self.kind, ns, name, uid=uid)
+            except Conflict:  # the uid precondition failed: ours is gone, the name is someone else's
                 log.warning("not deleting %s %s/%s: the name is held by another object now", self.kind.kind, ns, name)
-            elif err.status != 404:
-                raise
 
 
 def register_connectors() -> list[KubeJobConnector]:

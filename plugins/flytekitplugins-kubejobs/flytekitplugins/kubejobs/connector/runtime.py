@@ -11,7 +11,7 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
-from .client import ApiError
+from .errors import NotFound, TaskRefused
 
 if TYPE_CHECKING:
     from ..backend import BackendConfig
@@ -60,11 +60,11 @@ class Runtime:
         return not allowed or namespace in allowed
 
     def check_namespace(self, namespace: object) -> str:
-        """``namespace`` if the connector serves it; else a ValueError, before any request is made."""
+        """``namespace`` if the connector serves it; else ``TaskRefused``, before any request is made."""
         if not isinstance(namespace, str) or not _DNS_LABEL.match(namespace):
-            raise ValueError(f"namespace {namespace!r} is not a Kubernetes namespace name")
+            raise TaskRefused(f"namespace {namespace!r} is not a Kubernetes namespace name")
         if not self.serves(namespace):
-            raise ValueError(
+            raise TaskRefused(
                 f"namespace {namespace!r} is not one of the connector's namespaces {list(self.settings.namespaces)}"
             )
         return namespace
@@ -84,10 +84,8 @@ class Runtime:
                 return found.obj
         try:
             return await self.client.get(kind, namespace, name)
-        except ApiError as err:
-            if err.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     def close(self) -> None:
         if self.cache is not None:
@@ -102,6 +100,9 @@ _current: Optional[Runtime] = None
 def runtime() -> Runtime:
     """The current runtime, built from the environment's configuration on first use."""
     global _current
+    from . import grpc_codes
+
+    grpc_codes.install()  # every connector call comes here: our errors keep their gRPC codes in flytekit's service
     with _lock:
         if _current is None:
             from .config import ConnectorSettings

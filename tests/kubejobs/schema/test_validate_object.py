@@ -118,7 +118,7 @@ INVALID: list[tuple[str, str, dict[Path, Any], str, list[str], bool]] = [
         {(*MASTER_C0, "resources", "limits", "memory"): "2 GB"},
         "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].resources.limits.memory",
         ["quantity"],
-        False,
+        True,  # the quantity grammar needs no schema
     ),
     (
         "duplicate container names",

@@ -88,7 +88,10 @@ def check_quantity(field: str, value: object, *, integer: bool = False) -> str:
         raise TypeError(
             f"{field} must be a Kubernetes quantity (str, int or float), got {value!r} ({type(value).__name__})"
         )
-    amount = parse_quantity(text, field)
+    try:
+        amount = parse_quantity(text, field)
+    except ValueError:  # the value as given, not as stripped; one error, not a chain
+        raise ValueError(f"{field} is not a Kubernetes quantity: {value!r} ({_GRAMMAR})") from None
     if amount < 0:
         raise ValueError(f"{field} must not be negative, got {value!r}")
     if integer and amount != amount.to_integral_value():

@@ -41,7 +41,7 @@ def _library_roots() -> tuple[str, ...]:
     roots = {os.path.dirname(flytekit.__file__)}
     roots.update(str(p) for p in sys.modules["flytekitplugins"].__path__)
     paths = sysconfig.get_paths()
-    roots.update(paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths)
+    roots.update(paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib", "scripts") if name in paths)
     return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
 
 

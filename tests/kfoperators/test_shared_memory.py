@@ -15,8 +15,8 @@ import pytest
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
 from flytekit import PodTemplate, Resources, task
 from flytekitplugins.kfoperators import Elastic, Master, PyTorch, Worker
-from flytekitplugins.kubejobs.userwarnings import KubejobsDeprecationWarning
 from flytekitplugins.kubejobs.backend import BackendConfig, build_object
+from flytekitplugins.kubejobs.userwarnings import KubejobsDeprecationWarning
 from kubernetes.client import V1Container, V1EmptyDirVolumeSource, V1PodSpec, V1Volume, V1VolumeMount
 
 from .task_functions import train

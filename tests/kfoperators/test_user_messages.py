@@ -50,8 +50,10 @@ def test_a_bad_role_quantity_is_one_short_error_at_the_users_line(tmp_path: Path
     result = _run(tmp_path, sys.executable, str(path))
     assert result.returncode == 1
     err = result.stderr
-    assert err.strip().splitlines()[-1].startswith(
-        "ValueError: Worker.requests.mem is not a Kubernetes quantity: '2Gb' (a number with ASCII digits"
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith("ValueError: Worker.requests.mem is not a Kubernetes quantity: '2Gb' (a number with ASCII digits")
     ), err
     assert err.count("Traceback (most recent call last)") == 1, err  # no chained parser errors
     assert "kubernetes" not in err.replace("Kubernetes quantity", "") and "decimal" not in err, err
@@ -85,7 +87,10 @@ def test_task_level_resources_of_our_task_types_fail_at_decoration(tmp_path: Pat
 @pytest.mark.parametrize(
     ("decorator", "shown"),
     [
-        ("@task(task_config=PyTorch(num_workers=2))", "PyTorch.num_workers is deprecated: use PyTorch(worker=Worker(replicas=2))"),
+        (
+            "@task(task_config=PyTorch(num_workers=2))",
+            "PyTorch.num_workers is deprecated: use PyTorch(worker=Worker(replicas=2))",
+        ),
         (
             "@task(task_config=PyTorch(worker=Worker(replicas=1), increase_shared_mem=True))",
             "PyTorch.increase_shared_mem is deprecated",

@@ -71,7 +71,9 @@ def test_every_platform_setting_reaches_every_pod(kit: SimpleNamespace, task_typ
 def test_the_tasks_own_settings_win_over_the_platform_defaults(kit: SimpleNamespace) -> None:
     own_affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     pod_spec = {
-        "containers": [{"name": "primary", "image": "img:1", "imagePullPolicy": "Never", "securityContext": {"runAsUser": 7}}],
+        "containers": [
+            {"name": "primary", "image": "img:1", "imagePullPolicy": "Never", "securityContext": {"runAsUser": 7}}
+        ],
         "affinity": own_affinity,
         "securityContext": {"fsGroup": 1},
         "dnsConfig": {"nameservers": ["1.1.1.1"]},

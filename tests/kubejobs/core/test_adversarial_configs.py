@@ -46,7 +46,21 @@ def _ray_group(**spec: Any) -> WorkerNodeConfig:
 def _quantity_cases() -> list[Case]:
     """Spellings ``float()``/``Decimal()`` accept or the kubernetes client's parser lets through, but the
     API server's grammar (ASCII digits, SI/binary suffixes, exponent) does not, in every place that takes one."""
-    spellings = ["inf", "Infinity", "-inf", "NaN", "nan", "nanGi", "infMi", "1_000", "１２", "١٢", "1K", "2Gb", "1 Gi"]
+    spellings = [
+        "inf",
+        "Infinity",
+        "-inf",
+        "NaN",
+        "nan",
+        "nanGi",
+        "infMi",
+        "1_000",
+        "\uff11\uff12",
+        "١٢",
+        "1K",
+        "2Gb",
+        "1 Gi",
+    ]
     spellings += ["0x10", "1.2.3", "1e", "e3", "", " "]
     places: list[tuple[str, Callable[[str], object], str]] = [
         ("worker-mem", lambda v: Worker(requests=Resources(mem=v)), "Worker.requests.mem"),
@@ -58,7 +72,11 @@ def _quantity_cases() -> list[Case]:
             lambda v: _ray_group(containers=[V1Container(name="ray-worker", resources=_limits(memory=v))]),
             "WorkerNodeConfig('w').pod_template resources.limits['memory']",
         ),
-        ("autoscaler-mem", lambda v: AutoscalerOptionsConfig(limits=Resources(mem=v)), "AutoscalerOptionsConfig.limits"),
+        (
+            "autoscaler-mem",
+            lambda v: AutoscalerOptionsConfig(limits=Resources(mem=v)),
+            "AutoscalerOptionsConfig.limits",
+        ),
     ]
     cases: list[Case] = []
     for place, make, field in places:
@@ -117,7 +135,11 @@ CASES: list[Case] = [
         ("ComputeTemplate('t').extended_resources['example.com/fpga']", "'0.5'"),
     ),
     # tolerations: operators Exists/Equal, the three taint effects
-    ("toleration-in", lambda: Worker(tolerations=[{"key": "gpu", "operator": "In"}]), ("Worker.tolerations[0]", "'In'")),
+    (
+        "toleration-in",
+        lambda: Worker(tolerations=[{"key": "gpu", "operator": "In"}]),
+        ("Worker.tolerations[0]", "'In'"),
+    ),
     (
         "toleration-lowercase",
         lambda: Worker(tolerations=[{"key": "gpu", "operator": "exists"}]),
@@ -228,7 +250,9 @@ CASES: list[Case] = [
 
 
 @pytest.mark.parametrize(("make", "needles"), [pytest.param(c[1], c[2], id=c[0]) for c in CASES])
-def test_an_adversarial_config_is_refused_where_it_is_written(make: Callable[[], object], needles: tuple[str, ...]) -> None:
+def test_an_adversarial_config_is_refused_where_it_is_written(
+    make: Callable[[], object], needles: tuple[str, ...]
+) -> None:
     with pytest.raises((ValueError, TypeError)) as caught:
         make()
     assert type(caught.value) in (ValueError, TypeError), repr(caught.value)  # not a decimal or parser error

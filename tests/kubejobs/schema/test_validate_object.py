@@ -434,7 +434,7 @@ INVALID: list[tuple[str, str, dict[Path, Any], str, list[str], bool]] = [
     (
         "full-width digits",
         "pytorch",
-        {(*MASTER_C0, "resources"): {"requests": {"cpu": "２"}}},
+        {(*MASTER_C0, "resources"): {"requests": {"cpu": "\uff12"}}},
         "spec.pytorchReplicaSpecs.Master.template.spec.containers[0].resources.requests.cpu",
         ["not a Kubernetes quantity"],
         True,

@@ -93,9 +93,7 @@ def build_extension(roles: dict[str, ReplicaRole], run_policy: Optional[RunPolic
 _warned: set[str] = set()
 
 
-def warn_extension_once(
-    task_kind: str, extension: Extension, defined_at: Optional[Callable[..., Any]] = None
-) -> None:
+def warn_extension_once(task_kind: str, extension: Extension, defined_at: Optional[Callable[..., Any]] = None) -> None:
     """Warn once per process and job kind that some settings need this project's backend, attributed to
     the user's code (``defined_at``, the task function, when serialization runs from flytekit alone)."""
     if task_kind in _warned:

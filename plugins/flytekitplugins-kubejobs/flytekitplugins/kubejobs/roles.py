@@ -22,7 +22,14 @@ from .k8sobjects import env_to_k8s, to_k8s_dict, to_k8s_list
 from .policies import RestartPolicy
 from .resources import normalize_resources
 from .wire.fields import check_int, check_optional_str, check_str_map
-from .wire.k8ssyntax import check_env_names, check_image, check_labels, check_tolerations, check_volume_mounts, check_volumes
+from .wire.k8ssyntax import (
+    check_env_names,
+    check_image,
+    check_labels,
+    check_tolerations,
+    check_volume_mounts,
+    check_volumes,
+)
 
 __all__ = ["ReplicaRole"]
 
@@ -78,8 +85,9 @@ class ReplicaRole:
         if self.affinity is not None:
             set_(self, "affinity", to_k8s_dict(f"{name}.affinity", self.affinity))
         if self.env is not None:
-            set_(self, "env", tuple(env_to_k8s(f"{name}.env", self.env)))
-            check_env_names(f"{name}.env", self.env)
+            env = env_to_k8s(f"{name}.env", self.env)
+            check_env_names(f"{name}.env", env)
+            set_(self, "env", tuple(env))
         if self.volumes is not None:
             set_(self, "volumes", tuple(to_k8s_list(f"{name}.volumes", self.volumes)))
             check_volumes(f"{name}.volumes", self.volumes)

@@ -21,7 +21,6 @@ from flytekit import PodTemplate, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate
 from flytekitplugins.kubejobs.resources import normalize_resources
 from flytekitplugins.kubejobs.userwarnings import warn_user
-from flytekitplugins.kubejobs.wire.k8ssyntax import check_env_names, check_image
 from flytekitplugins.kubejobs.wire.fields import (
     check_bool,
     check_int,
@@ -31,6 +30,7 @@ from flytekitplugins.kubejobs.wire.fields import (
     check_str_map,
     coerce_enum,
 )
+from flytekitplugins.kubejobs.wire.k8ssyntax import check_env_names, check_image
 
 from .pods import RAY_HEAD_CONTAINER, RAY_WORKER_CONTAINER, group_k8s_pod
 from .runtime_env import check_runtime_env

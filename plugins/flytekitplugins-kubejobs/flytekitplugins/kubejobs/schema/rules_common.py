@@ -146,7 +146,9 @@ def _check_resources(report: Report, path: Path, resources: Mapping[str, Any]) -
             if amount < 0:
                 report.add((*path, side, name), f"must not be negative, got {describe_value(value)}")
             elif is_integer_resource(str(name)) and amount != amount.to_integral_value():
-                report.add((*path, side, name), f"must be a whole number (cannot be split), got {describe_value(value)}")
+                report.add(
+                    (*path, side, name), f"must be a whole number (cannot be split), got {describe_value(value)}"
+                )
             else:
                 amounts[side, name] = amount
 

@@ -69,7 +69,7 @@ def test_every_platform_setting_reaches_every_pod(kit: SimpleNamespace, task_typ
 
 
 def test_the_tasks_own_settings_win_over_the_platform_defaults(kit: SimpleNamespace) -> None:
-    own_affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    own_affinity: dict[str, Any] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     pod_spec = {
         "containers": [
             {"name": "primary", "image": "img:1", "imagePullPolicy": "Never", "securityContext": {"runAsUser": 7}}

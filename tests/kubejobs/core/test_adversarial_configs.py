@@ -9,6 +9,7 @@ effects, Volume sources and names, the quantity grammar, whole extended resource
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from flytekitplugins.raycluster import AutoscalerOptionsConfig, HeadNodeConfig, 
 from kubernetes.client import V1Container, V1PodSpec, V1ResourceRequirements, V1Toleration, V1Volume
 
 Case = tuple[str, Callable[[], object], tuple[str, ...]]
+BAD_ENV: Any = [{"name": "A=B", "value": "1"}]  # a plain dict where the client model types a V1EnvVar
 
 
 def train() -> None:
@@ -81,10 +83,14 @@ def _quantity_cases() -> list[Case]:
     cases: list[Case] = []
     for place, make, field in places:
         for spelling in spellings:
-            cases.append((f"{place}-{spelling!r}", lambda make=make, v=spelling: make(v), (field, repr(spelling))))
+            cases.append((f"{place}-{spelling!r}", functools.partial(make, spelling), (field, repr(spelling))))
     for value in (float("inf"), float("nan"), -1.0):
-        cases.append((f"float-{value}", lambda v=value: Worker(requests=Resources(cpu=v)), ("Worker.requests.cpu",)))
+        cases.append((f"float-{value}", functools.partial(_cpu_request, value), ("Worker.requests.cpu",)))
     return cases
+
+
+def _cpu_request(value: float) -> Worker:
+    return Worker(requests=Resources(cpu=value))
 
 
 def _limits(**amounts: str) -> V1ResourceRequirements:
@@ -120,13 +126,17 @@ CASES: list[Case] = [
     ("autoscaler-env", lambda: AutoscalerOptionsConfig(env={"A=B": "1"}), ("AutoscalerOptionsConfig.env", "'A=B'")),
     (
         "ray-container-env",
-        lambda: _ray_group(containers=[V1Container(name="ray-worker", env=[{"name": "A=B", "value": "1"}])]),
+        lambda: _ray_group(containers=[V1Container(name="ray-worker", env=BAD_ENV)]),
         ("WorkerNodeConfig('w').pod_template.pod_spec.containers[0].env", "'A=B'"),
     ),
     # GPUs and other extended resources are whole numbers
     ("gpu-half", lambda: Worker(requests=Resources(gpu="0.5")), ("Worker.requests.gpu", "'0.5'")),
     ("gpu-milli", lambda: Worker(limits=Resources(gpu="500m")), ("Worker.limits.gpu", "'500m'")),
-    ("gpu-template-float", lambda: ComputeTemplate(name="t", gpu=0.5), ("ComputeTemplate('t').gpu", "0.5")),
+    (
+        "gpu-template-float",
+        lambda: ComputeTemplate(name="t", gpu=0.5),  # type: ignore[arg-type]
+        ("ComputeTemplate('t').gpu", "0.5"),
+    ),
     ("gpu-ray-head", lambda: HeadNodeConfig(requests=Resources(gpu="0.25")), ("HeadNodeConfig.requests.gpu", "0.25")),
     ("gpu-ray-worker", lambda: WorkerNodeConfig("w", 1, limits=Resources(gpu="1.5")), ("limits.gpu", "'1.5'")),
     (

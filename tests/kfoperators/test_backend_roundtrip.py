@@ -121,3 +121,21 @@ def test_a_compute_templates_accelerators_all_reach_the_container(register: Regi
         assert resources[side]["amd.com/gpu"] == "2"
         assert resources[side]["nvidia.com/gpu"] == "1"
         assert resources[side]["cpu"] == "4"
+
+
+@pytest.mark.usefixtures("fresh_extension_warnings")
+def test_role_volumes_mounts_env_and_affinity_reach_the_role_pods(register: Register, crd_dir: Path) -> None:
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}]
+    mounts = [{"name": "data", "mountPath": "/data", "readOnly": True}]
+    affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "zone"}]}}
+    worker = Worker(replicas=2, volumes=volumes, volume_mounts=mounts, env={"HF_HOME": "/data/hf"}, affinity=affinity)
+    with pytest.warns(UserWarning, match="volumeMounts"):
+        obj = _build(register, PyTorch(worker=worker, increase_shared_mem=False), crd_dir)
+    spec = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert spec["volumes"] == volumes
+    assert container["volumeMounts"] == mounts
+    assert {"name": "HF_HOME", "value": "/data/hf"} in container["env"]
+    assert spec["affinity"] == affinity
+    master = obj["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert "volumes" not in master and "volumeMounts" not in master["containers"][0]

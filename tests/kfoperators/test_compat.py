@@ -31,6 +31,7 @@ from flytekitplugins.kfoperators import (
     TfJob,
     Worker,
 )
+from flytekitplugins.kubejobs.userwarnings import KubejobsDeprecationWarning
 from google.protobuf.json_format import MessageToDict
 from kubernetes.client import V1Container, V1PodSpec, V1Volume, V1VolumeMount
 
@@ -65,7 +66,7 @@ Register = Callable[[Any], Any]
 def test_deprecated_counts_work_and_name_their_replacement(
     make: Callable[[], Any], replacement: str, role: str, replicas: int
 ) -> None:
-    with pytest.warns(DeprecationWarning) as record:
+    with pytest.warns(KubejobsDeprecationWarning) as record:
         config = make()
     assert any(replacement in str(w.message) for w in record), [str(w.message) for w in record]
     assert {w.filename for w in record} == {__file__}  # points at the user's line, not at the plugin
@@ -91,7 +92,7 @@ def test_a_per_role_count_wins_over_a_deprecated_one_with_a_warning(
     with pytest.warns(Warning) as record:
         config = make()
     categories = {w.category for w in record}
-    assert categories == {DeprecationWarning, UserWarning}
+    assert categories == {KubejobsDeprecationWarning, UserWarning}
     assert any(f"{role}.replicas={replicas} is used" in str(w.message) for w in record)
     assert getattr(config, role).replicas == replicas
 
@@ -132,7 +133,7 @@ def test_one_pod_template_serves_several_tasks_and_is_never_changed(register: Re
         TfJob(worker=Worker(replicas=1)),
         MPIJob(worker=Worker(replicas=1)),
     ]
-    with pytest.warns(DeprecationWarning):
+    with pytest.warns(KubejobsDeprecationWarning):
         configs.append(PyTorch(worker=Worker(replicas=1), increase_shared_mem=True))
     pods = []
     for config in configs * 2:

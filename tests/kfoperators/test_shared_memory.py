@@ -16,6 +16,7 @@ from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
 from flytekit import PodTemplate, Resources, task
 from flytekitplugins.kfoperators import Elastic, Master, PyTorch, Worker
 from flytekitplugins.kubejobs.backend import BackendConfig, build_object
+from flytekitplugins.kubejobs.userwarnings import KubejobsDeprecationWarning
 from kubernetes.client import V1Container, V1EmptyDirVolumeSource, V1PodSpec, V1Volume, V1VolumeMount
 
 from .task_functions import train
@@ -85,7 +86,7 @@ def test_the_default_does_not_warn_and_the_deprecated_true_names_the_replacement
             task(task_config=PyTorch(worker=Worker(replicas=1), increase_shared_mem=False))(train).pod_template is None
         )
         default = task(task_config=Elastic())(train)
-    with pytest.warns(DeprecationWarning, match=r"increase_shared_mem=False.*@task\(shared_memory=True\)"):
+    with pytest.warns(KubejobsDeprecationWarning, match=r"increase_shared_mem=False.*@task\(shared_memory=True\)"):
         explicit = PyTorch(worker=Worker(replicas=1), increase_shared_mem=True)
     assert default.pod_template is not None
     assert task(task_config=explicit)(train).pod_template == default.pod_template

@@ -20,6 +20,12 @@ def train_elastic(epochs: int) -> float:
     return float(epochs)
 
 
+# One node: flytekit's Elastic runs it as a plain python-task pod, so there is no job object to render.
+@task(task_config=Elastic(nnodes=1, nproc_per_node=2))
+def train_elastic_one_node(epochs: int) -> float:
+    return float(epochs)
+
+
 @task(
     task_config=TfJob(
         chief=Chief(replicas=1), ps=PS(replicas=1), worker=Worker(replicas=2, limits=Resources(mem="2Gi"))

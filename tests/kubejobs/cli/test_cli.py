@@ -256,7 +256,12 @@ def test_render_reports_an_invalid_object_with_its_path(crd_dir):
     [
         (["missing_task"], "has no task named 'missing_task'"),
         (["not_a_task"], "not a flytekit task"),
-        (["train_ray", "--version", "1"], "only 0 can be re-encoded"),
+        (["train_ray", "--version", "1"], "train_ray is a 'ray' task with one encoding: leave --version out"),
+        (["train_ray", "--version", "0"], "--version applies to the kubeflow task types (pytorch, tensorflow, mpi)"),
+        (
+            ["train_elastic_one_node"],
+            "train_elastic_one_node is a plain 'python-task': it runs as one pod, not as a job, so there is no job",
+        ),
     ],
 )
 def test_render_errors_are_one_line(args, message):

@@ -13,13 +13,14 @@ Same constructor names, fields and defaults as flytekitplugins-kfpytorch / -kfte
 from __future__ import annotations
 
 import dataclasses
-import warnings
+import math
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Optional, TypeVar, Union
 
 from flytekitplugins.kubejobs.policies import RunPolicy
 from flytekitplugins.kubejobs.roles import ReplicaRole
+from flytekitplugins.kubejobs.userwarnings import KubejobsDeprecationWarning, warn_user
 from flytekitplugins.kubejobs.wire.fields import (
     INT32_MAX,
     check_int,
@@ -54,24 +55,22 @@ def _check_run_policy(owner: str, value: object) -> None:
         raise TypeError(f"{owner}.run_policy must be a flytekitplugins.kfoperators.RunPolicy, got {value!r}")
 
 
-def _merge_count(owner: str, old_name: str, old: object, role_field: str, role: R, depth: int = 5) -> R:
+def _merge_count(owner: str, old_name: str, old: object, role_field: str, role: R) -> R:
     """Apply a deprecated replica count: it warns, fills an unset/zero per-role count, and loses to a
     non-zero per-role count (with a warning) instead of being refused."""
     if old is None:
         return role
     count = check_int(f"{owner}.{old_name}", old)
-    warnings.warn(
+    warn_user(
         f"{owner}.{old_name} is deprecated: use {owner}({role_field}={type(role).__name__}(replicas={count}))",
-        DeprecationWarning,
-        stacklevel=depth,
+        KubejobsDeprecationWarning,
     )
     if role.replicas:
         if count and count != role.replicas:
-            warnings.warn(
+            warn_user(
                 f"{owner}: both {old_name}={count} and {role_field}.replicas={role.replicas} are set; "
                 f"{role_field}.replicas={role.replicas} is used",
                 UserWarning,
-                stacklevel=depth,
             )
         return role
     return dataclasses.replace(role, replicas=count)
@@ -79,11 +78,10 @@ def _merge_count(owner: str, old_name: str, old: object, role_field: str, role: 
 
 def _check_shared_mem(owner: str, value: object) -> None:
     if check_optional_bool(f"{owner}.increase_shared_mem", value):
-        warnings.warn(
+        warn_user(
             f"{owner}.increase_shared_mem is deprecated: {owner} tasks mount /dev/shm by default "
             f"({owner}(..., increase_shared_mem=False) opts out); use @task(shared_memory=True) or a size",
-            DeprecationWarning,
-            stacklevel=5,
+            KubejobsDeprecationWarning,
         )
 
 
@@ -212,6 +210,9 @@ class Elastic(_JobConfig):
         check_int("Elastic.max_restarts", self.max_restarts)
         if not isinstance(self.rdzv_configs, Mapping) or not all(isinstance(k, str) for k in self.rdzv_configs):
             raise TypeError(f"Elastic.rdzv_configs must be a dict with str keys, got {self.rdzv_configs!r}")
+        for key, value in self.rdzv_configs.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"Elastic.rdzv_configs[{key!r}] must be a finite number, got {value!r}")
         object.__setattr__(self, "rdzv_configs", dict(self.rdzv_configs))  # never share the caller's dict
         _check_run_policy("Elastic", self.run_policy)
         _check_shared_mem("Elastic", self.increase_shared_mem)
@@ -272,14 +273,20 @@ def _validate_mpi(cfg: Union[MPIJob, HorovodJob], owner: str) -> None:
                 f"{owner}.num_launcher_replicas must be 1 (an MPIJob has one launcher), "
                 f"got {cfg.num_launcher_replicas!r}"
             )
-        launcher = _merge_count(owner, "num_launcher_replicas", cfg.num_launcher_replicas, "launcher", launcher, 6)
-    worker = _merge_count(owner, "num_workers", cfg.num_workers, "worker", worker, 6)
+        launcher = _merge_count(owner, "num_launcher_replicas", cfg.num_launcher_replicas, "launcher", launcher)
+    worker = _merge_count(owner, "num_workers", cfg.num_workers, "worker", worker)
     if not worker.replicas:
         raise ValueError(f"{owner}.worker.replicas must be at least 1, got {worker.replicas!r}")
     object.__setattr__(cfg, "launcher", launcher)
     object.__setattr__(cfg, "worker", worker)
     _check_run_policy(owner, cfg.run_policy)
     check_int(f"{owner}.slots", cfg.slots, minimum=1)
+    processes = worker.replicas * cfg.slots
+    if processes > INT32_MAX:
+        raise ValueError(
+            f"{owner}: mpirun -np worker.replicas*slots = {worker.replicas}*{cfg.slots} = {processes} "
+            f"is above {INT32_MAX}"
+        )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kubejobs.extension import warn_extension_once
 from flytekitplugins.kubejobs.policies import CleanPodPolicy, RestartPolicy, RunPolicy
+from flytekitplugins.kubejobs.resources import check_task_resources
 from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
 
 from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
@@ -81,6 +82,7 @@ class _KubeflowTask(PythonFunctionTask[C]):  # type: ignore[misc]
         kwargs.setdefault("task_type", self.task_kind)
         # task_type_version 1 selects the flyteidl.plugins.kubeflow messages in every backend.
         super().__init__(task_config, task_function, task_type_version=1, **kwargs)
+        check_task_resources(self.name, self.resources.requests, self.resources.limits)
 
     def _custom(self) -> Optional[dict[str, Any]]:
         raise NotImplementedError
@@ -96,7 +98,7 @@ class _KubeflowTask(PythonFunctionTask[C]):  # type: ignore[misc]
             custom = self._custom()
             self._custom_cache = (self.task_config, None if custom is None else json.dumps(custom))
         if custom is not None and EXTENSION_KEY in custom:
-            warn_extension_once(self.task_kind, custom[EXTENSION_KEY])
+            warn_extension_once(self.task_kind, custom[EXTENSION_KEY], self._task_function)
         return custom
 
     def execute(self, **kwargs: Any) -> Any:

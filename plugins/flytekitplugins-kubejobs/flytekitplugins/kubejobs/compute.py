@@ -31,7 +31,8 @@ from .k8sobjects import to_k8s_list
 from .resources import merge_quantities, resources_to_k8s
 from .wire.extension import DEFAULT_GPU_RESOURCE_NAME
 from .wire.fields import check_int, check_str, check_str_map
-from .wire.quantity import check_quantity, parse_quantity
+from .wire.k8ssyntax import check_labels, check_tolerations
+from .wire.quantity import check_quantity, is_integer_resource, parse_quantity
 
 __all__ = ["ComputeTemplate", "Requirements", "resolve_requirements"]
 
@@ -76,10 +77,13 @@ class ComputeTemplate:
         for key, value in self.extended_resources.items():
             if not isinstance(key, str) or not _RESOURCE_NAME.match(key) or key in _STANDARD:
                 raise ValueError(f"{where}.extended_resources has an invalid resource name: {key!r}")
-            extended[key] = check_quantity(f"{where}.extended_resources[{key!r}]", value)
+            field_name = f"{where}.extended_resources[{key!r}]"
+            extended[key] = check_quantity(field_name, value, integer=is_integer_resource(key))
         set_(self, "extended_resources", extended)
         set_(self, "tolerations", tuple(to_k8s_list(f"{where}.tolerations", self.tolerations)))
-        set_(self, "node_selector", check_str_map(f"{where}.node_selector", self.node_selector))
+        check_tolerations(f"{where}.tolerations", self.tolerations)
+        labels = check_str_map(f"{where}.node_selector", self.node_selector)
+        set_(self, "node_selector", check_labels(f"{where}.node_selector", labels))
 
     def amounts(self) -> dict[str, str]:
         """``{kubernetes resource name: quantity}`` this template asks for (as both request and limit)."""

@@ -6,11 +6,12 @@ does, so a config that needs no extension serializes exactly as the official plu
 
 from __future__ import annotations
 
-import warnings
-from typing import Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from .policies import RunPolicy
 from .roles import ReplicaRole
+from .userwarnings import ExtensionKeyWarning, warn_user
 from .wire.extension import (
     DEFAULT_GPU_RESOURCE_NAME,
     EXTENSION_KEY,
@@ -92,8 +93,9 @@ def build_extension(roles: dict[str, ReplicaRole], run_policy: Optional[RunPolic
 _warned: set[str] = set()
 
 
-def warn_extension_once(task_kind: str, extension: Extension) -> None:
-    """Warn once per process and job kind that some settings need this project's backend."""
+def warn_extension_once(task_kind: str, extension: Extension, defined_at: Optional[Callable[..., Any]] = None) -> None:
+    """Warn once per process and job kind that some settings need this project's backend, attributed to
+    the user's code (``defined_at``, the task function, when serialization runs from flytekit alone)."""
     if task_kind in _warned:
         return
     _warned.add(task_kind)
@@ -101,10 +103,10 @@ def warn_extension_once(task_kind: str, extension: Extension) -> None:
         {key for spec in extension.get("replicaSpecs", {}).values() for key in spec}
         | {f"runPolicy.{key}" for key in extension.get("runPolicy", {})}
     )
-    warnings.warn(
+    warn_user(
         f"{task_kind}: {', '.join(used)} travel under the '{EXTENSION_KEY}' key of the task's custom. "
         "They are honoured by the flytekitplugins-kubejobs backend (connector); stock Flyte backends "
         "ignore them and run the job without these settings.",
-        UserWarning,
-        stacklevel=3,
+        ExtensionKeyWarning,
+        defined_at=defined_at,
     )

@@ -21,6 +21,7 @@ from .wire.quantity import check_quantity
 
 __all__ = [
     "normalize_resources",
+    "check_task_resources",
     "resources_to_k8s",
     "merge_quantities",
 ]
@@ -46,8 +47,22 @@ def normalize_resources(field: str, resources: object) -> Optional[Resources]:
             continue
         if isinstance(value, (tuple, list)):
             raise TypeError(f"{field}.{f.name} must be a single quantity, not a range: {value!r}")
-        changes[f.name] = check_quantity(f"{field}.{f.name}", value)
+        changes[f.name] = check_quantity(f"{field}.{f.name}", value, integer=f.name == "gpu")
     return replace(resources, **changes)
+
+
+def check_task_resources(task_name: str, requests: object, limits: object) -> None:
+    """The task-level ``@task(requests=..., limits=...)`` (or ``resources=``) of one of this project's
+    task types, checked when the task is decorated: flytekit passes them through unchecked, and a bad one
+    would surface only when the job's pods are created.
+
+    >>> check_task_resources("train", Resources(mem="2Gb"), None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: task 'train': requests.mem is not a Kubernetes quantity: '2Gb' (...
+    """
+    normalize_resources(f"task {task_name!r}: requests", requests)
+    normalize_resources(f"task {task_name!r}: limits", limits)
 
 
 def resources_to_k8s(

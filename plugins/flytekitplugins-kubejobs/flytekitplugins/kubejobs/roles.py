@@ -22,6 +22,14 @@ from .k8sobjects import env_to_k8s, to_k8s_dict, to_k8s_list
 from .policies import RestartPolicy
 from .resources import normalize_resources
 from .wire.fields import check_int, check_optional_str, check_str_map
+from .wire.k8ssyntax import (
+    check_env_names,
+    check_image,
+    check_labels,
+    check_tolerations,
+    check_volume_mounts,
+    check_volumes,
+)
 
 __all__ = ["ReplicaRole"]
 
@@ -56,7 +64,8 @@ class ReplicaRole:
     def __post_init__(self) -> None:
         name = type(self).__name__
         set_ = object.__setattr__
-        check_optional_str(f"{name}.image", self.image)
+        if check_optional_str(f"{name}.image", self.image) is not None:
+            check_image(f"{name}.image", self.image)
         set_(self, "requests", normalize_resources(f"{name}.requests", self.requests))
         set_(self, "limits", normalize_resources(f"{name}.limits", self.limits))
         if self.replicas is not None:
@@ -68,17 +77,23 @@ class ReplicaRole:
         if self.compute_template is not None and not isinstance(self.compute_template, ComputeTemplate):
             raise TypeError(f"{name}.compute_template must be a ComputeTemplate, got {self.compute_template!r}")
         if self.node_selector is not None:
-            set_(self, "node_selector", check_str_map(f"{name}.node_selector", self.node_selector))
+            labels = check_str_map(f"{name}.node_selector", self.node_selector)
+            set_(self, "node_selector", check_labels(f"{name}.node_selector", labels))
         if self.tolerations is not None:
             set_(self, "tolerations", tuple(to_k8s_list(f"{name}.tolerations", self.tolerations)))
+            check_tolerations(f"{name}.tolerations", self.tolerations)
         if self.affinity is not None:
             set_(self, "affinity", to_k8s_dict(f"{name}.affinity", self.affinity))
         if self.env is not None:
-            set_(self, "env", tuple(env_to_k8s(f"{name}.env", self.env)))
+            env = env_to_k8s(f"{name}.env", self.env)
+            check_env_names(f"{name}.env", env)
+            set_(self, "env", tuple(env))
         if self.volumes is not None:
             set_(self, "volumes", tuple(to_k8s_list(f"{name}.volumes", self.volumes)))
+            check_volumes(f"{name}.volumes", self.volumes)
         if self.volume_mounts is not None:
             set_(self, "volume_mounts", tuple(to_k8s_list(f"{name}.volume_mounts", self.volume_mounts)))
+            check_volume_mounts(f"{name}.volume_mounts", self.volume_mounts)
         # Resolved once: fails now on a request above its limit rather than at pod admission, and
         # serialization (which reads it several times per role) does not redo it. Not a field, so it
         # stays out of eq/repr/replace; the role is frozen, so it cannot go stale.

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 import re
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar, Optional
@@ -21,6 +20,7 @@ from typing import Any, ClassVar, Optional
 from flytekit import PodTemplate, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate
 from flytekitplugins.kubejobs.resources import normalize_resources
+from flytekitplugins.kubejobs.userwarnings import warn_user
 from flytekitplugins.kubejobs.wire.fields import (
     check_bool,
     check_int,
@@ -30,6 +30,7 @@ from flytekitplugins.kubejobs.wire.fields import (
     check_str_map,
     coerce_enum,
 )
+from flytekitplugins.kubejobs.wire.k8ssyntax import check_env_names, check_image
 
 from .pods import RAY_HEAD_CONTAINER, RAY_WORKER_CONTAINER, group_k8s_pod
 from .runtime_env import check_runtime_env
@@ -182,7 +183,9 @@ class AutoscalerOptionsConfig:
         check_optional_int("AutoscalerOptionsConfig.idle_timeout_seconds", self.idle_timeout_seconds)
         if self.env is not None:
             set_(self, "env", check_str_map("AutoscalerOptionsConfig.env", self.env))
-        check_optional_str("AutoscalerOptionsConfig.image", self.image)
+            check_env_names("AutoscalerOptionsConfig.env", [{"name": name} for name in self.env])
+        if check_optional_str("AutoscalerOptionsConfig.image", self.image) is not None:
+            check_image("AutoscalerOptionsConfig.image", self.image)
         set_(self, "requests", normalize_resources("AutoscalerOptionsConfig.requests", self.requests))
         set_(self, "limits", normalize_resources("AutoscalerOptionsConfig.limits", self.limits))
 
@@ -234,11 +237,10 @@ class RayJobConfig:
         check_bool("RayJobConfig.shutdown_after_job_finishes", self.shutdown_after_job_finishes)
         check_optional_int("RayJobConfig.ttl_seconds_after_finished", self.ttl_seconds_after_finished)
         if self.ttl_seconds_after_finished and not self.shutdown_after_job_finishes:
-            warnings.warn(
+            warn_user(
                 f"RayJobConfig.ttl_seconds_after_finished={self.ttl_seconds_after_finished} is dropped: it needs "
                 "shutdown_after_job_finishes=True (KubeRay rejects a TTL without it, Flyte's backend ignores it)",
                 UserWarning,
-                stacklevel=3,
             )
 
     @property

@@ -25,6 +25,7 @@ from flytekit import PodTemplate, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate, Requirements, resolve_requirements
 from flytekitplugins.kubejobs.k8sobjects import to_k8s_dict
 from flytekitplugins.kubejobs.wire.fields import check_str_map
+from flytekitplugins.kubejobs.wire.k8ssyntax import check_pod_spec
 from flytekitplugins.kubejobs.wire.quantity import check_quantity
 
 __all__ = ["RAY_HEAD_CONTAINER", "RAY_WORKER_CONTAINER", "group_k8s_pod"]
@@ -58,6 +59,7 @@ def _pod_template_parts(
     labels = check_str_map(f"{owner}.pod_template.labels", pod_template.labels or {})
     annotations = check_str_map(f"{owner}.pod_template.annotations", pod_template.annotations or {})
     spec = to_k8s_dict(f"{owner}.pod_template.pod_spec", pod_template.pod_spec or {})
+    check_pod_spec(f"{owner}.pod_template.pod_spec", spec)
     containers = spec.get("containers") or []
     if not isinstance(containers, list) or not all(isinstance(c, dict) and c.get("name") for c in containers):
         raise TypeError(f"{owner}.pod_template.pod_spec.containers must be a list of named containers")

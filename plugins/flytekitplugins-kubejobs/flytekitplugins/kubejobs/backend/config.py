@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,8 +47,10 @@ _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m":
 
 
 def parse_go_duration(field_name: str, value: object) -> float:
-    """Seconds in a Go duration (``"1m"``, ``"1h30m"``, ``"90s"``); a number is taken as seconds."""
+    """Seconds in a Go duration (``"1m"``, ``"1h30m"``, ``"90s"``); a finite number is taken as seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):  # YAML's .nan / .inf
+            raise ValueError(f"{field_name} must be a finite duration, got {value!r}")
         return float(value)
     if not isinstance(value, str):
         raise TypeError(f"{field_name} must be a duration like '1m', got {value!r}")

@@ -13,7 +13,7 @@ from typing import Any, Optional
 from ..wire.extension import EXTENSION_KEY, EXTENSION_VERSION, ROLE_KEYS, RUN_POLICY_KEYS, SECTIONS
 from ..wire.fields import INT32_MAX
 from ..wire.kinds import JobKind
-from ..wire.quantity import check_quantity
+from ..wire.quantity import check_quantity, is_integer_resource
 from .errors import BuildError
 
 __all__ = ["parse_extension", "apply_role_extension", "apply_run_policy_extension"]
@@ -69,7 +69,7 @@ def _role(path: str, value: object) -> dict[str, Any]:
                 raise BuildError(f"{path}.resources has unknown key {side!r}; known: ['limits', 'requests']")
             for name, quantity in _str_map(f"{path}.resources.{side}", amounts).items():
                 try:
-                    check_quantity(f"{path}.resources.{side}[{name!r}]", quantity)
+                    check_quantity(f"{path}.resources.{side}[{name!r}]", quantity, integer=is_integer_resource(name))
                 except (TypeError, ValueError) as e:
                     raise BuildError(str(e)) from e
     return spec

@@ -9,7 +9,7 @@ import decimal
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..wire.quantity import parse_quantity
+from ..wire.quantity import is_integer_resource, parse_quantity
 from .config import K8sConfig
 from .errors import BuildError
 
@@ -42,8 +42,11 @@ def idl_to_k8s(field: str, resources: Any, gpu_name: str) -> K8sResources:
             name = gpu_name if entry.name == _GPU else _IDL_NAMES.get(entry.name)
             if name is None:
                 continue  # UNKNOWN: Flyte skips it too
-            if _quantity(f"{field}.{side}.{name}", entry.value) == 0:
+            amount = _quantity(f"{field}.{side}.{name}", entry.value)
+            if amount == 0:
                 continue
+            if is_integer_resource(name) and amount != amount.to_integral_value():
+                raise BuildError(f"{field}.{side}.{name} must be a whole number, got {entry.value!r}")
             out[side][name] = entry.value
     return out
 

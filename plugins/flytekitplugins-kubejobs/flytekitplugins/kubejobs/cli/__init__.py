@@ -26,7 +26,15 @@ import click
 
 from .errors import CliError, fail, one_line
 from .manifests import cluster_schemas, documents, dump, load_schemas
-from .render import EXAMPLE_EXECUTION, EXAMPLE_TEMPLATE_VARS, example_metadata, load_task, serialize, to_version_0
+from .render import (
+    EXAMPLE_EXECUTION,
+    EXAMPLE_TEMPLATE_VARS,
+    check_renderable,
+    example_metadata,
+    load_task,
+    serialize,
+    to_version_0,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -127,6 +135,7 @@ def render(
     console = _err()
     config = BackendConfig.from_yaml(config_path) if config_path else BackendConfig()
     template = serialize(load_task(file, task), image)
+    check_renderable(task, template, type_version)
     if type_version is not None and int(type_version) != template.task_type_version:
         if type_version == "1":
             fail(f"{task} serializes as task_type_version {template.task_type_version}; only 0 can be re-encoded")

@@ -15,6 +15,7 @@ __all__ = [
     "EXAMPLE_EXECUTION",
     "EXAMPLE_TEMPLATE_VARS",
     "KUBEFLOW_TYPES",
+    "check_renderable",
     "example_metadata",
     "load_task",
     "serialize",
@@ -78,6 +79,21 @@ def serialize(task: Any, image: Optional[str]) -> Any:
     )
     spec = get_serializable(OrderedDict(), settings, task)
     return spec.template.to_flyte_idl()
+
+
+def check_renderable(task_name: str, template: Any, type_version: Optional[str]) -> None:
+    """Fail with a sentence when ``render`` has no job object to build for ``template`` (or not in the
+    ``--version`` asked for), instead of the backend's list of task types."""
+    if template.type == "python-task":
+        fail(
+            f"{task_name} is a plain 'python-task': it runs as one pod, not as a job, so there is no job object "
+            "to render (a single-node Elastic task is one; give nnodes > 1 for a PyTorchJob)"
+        )
+    if type_version is not None and template.type not in KUBEFLOW_TYPES:
+        fail(
+            f"--version applies to the kubeflow task types ({', '.join(KUBEFLOW_TYPES)}), which have a version 0 "
+            f"and a version 1 encoding; {task_name} is a {template.type!r} task with one encoding: leave --version out"
+        )
 
 
 def to_version_0(template: Any) -> list[str]:

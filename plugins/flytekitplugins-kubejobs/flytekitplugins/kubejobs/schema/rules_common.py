@@ -10,7 +10,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, TypeGuard
 
-from ..wire.quantity import parse_quantity
+from ..wire import k8ssyntax
+from ..wire.quantity import is_integer_resource, parse_quantity
 from .problems import PathPart, Problem, describe_value
 
 __all__ = [
@@ -130,12 +131,26 @@ def _check_resources(report: Report, path: Path, resources: Mapping[str, Any]) -
     requests, limits = as_dict(resources.get("requests")), as_dict(resources.get("limits"))
     if not requests and not limits:
         return
-
-    def amount(value: object) -> Optional[Any]:
-        try:
-            return parse_quantity(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
-        except ValueError:  # malformed quantities are the schema's (pattern) to report
-            return None
+    amounts: dict[tuple[str, str], Any] = {}
+    # The API server's quantity grammar and ranges, checked with or without a CRD schema (whose pattern
+    # reports the same path, and then keeps its own message).
+    for side, values in (("requests", requests), ("limits", limits)):
+        for name, value in values.items():
+            if not isinstance(value, (str, int)) or isinstance(value, bool):
+                continue  # a type the schema reports
+            try:
+                amount = parse_quantity(value, str(name))
+            except ValueError as e:
+                report.add((*path, side, name), str(e))
+                continue
+            if amount < 0:
+                report.add((*path, side, name), f"must not be negative, got {describe_value(value)}")
+            elif is_integer_resource(str(name)) and amount != amount.to_integral_value():
+                report.add(
+                    (*path, side, name), f"must be a whole number (cannot be split), got {describe_value(value)}"
+                )
+            else:
+                amounts[side, name] = amount
 
     for name, request in requests.items():
         extended = name not in _OVERCOMMITTABLE and not str(name).startswith("hugepages-")
@@ -145,7 +160,7 @@ def _check_resources(report: Report, path: Path, resources: Mapping[str, Any]) -
                     (*path, "limits", name), f"extended resource {name} is requested, so its limit must be set (equal)"
                 )
             continue
-        req, lim = amount(request), amount(limits[name])
+        req, lim = amounts.get(("requests", name)), amounts.get(("limits", name))
         if req is None or lim is None:
             continue
         if req > lim:
@@ -154,6 +169,37 @@ def _check_resources(report: Report, path: Path, resources: Mapping[str, Any]) -
             report.add(
                 (*path, "requests", name), f"request {request} must equal the limit {limits[name]} (extended resource)"
             )
+
+
+def _check_syntax(report: Report, path: Path, check: Any, value: object) -> None:
+    """One of the API server's syntax rules (``wire.k8ssyntax``), reported at ``path``; values of a wrong
+    type are the schema's to report."""
+    try:
+        check(str(path[-1]), value)
+    except ValueError as e:
+        report.add(path, str(e))
+    except (TypeError, AttributeError):
+        pass
+
+
+def _check_pod_spec_syntax(report: Report, spec_path: Path, spec: Mapping[str, Any]) -> None:
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping) and all(isinstance(x, str) for kv in selector.items() for x in kv):
+        _check_syntax(report, (*spec_path, "nodeSelector"), k8ssyntax.check_labels, selector)
+    for key, check in (("tolerations", k8ssyntax.check_tolerations), ("volumes", k8ssyntax.check_volumes)):
+        items = as_list(spec.get(key))
+        if items and all(isinstance(item, Mapping) for item in items):
+            _check_syntax(report, (*spec_path, key), check, items)
+    for kind in ("initContainers", "containers"):
+        for index, container in enumerate(as_list(spec.get(kind))):
+            if not isinstance(container, Mapping):
+                continue
+            where = (*spec_path, kind, index)
+            if isinstance(container.get("image"), str) and container["image"].strip():
+                _check_syntax(report, (*where, "image"), k8ssyntax.check_image, container["image"])
+            env = as_list(container.get("env"))
+            if env and all(isinstance(var, Mapping) for var in env):
+                _check_syntax(report, (*where, "env"), k8ssyntax.check_env_names, env)
 
 
 def check_pod_template(
@@ -168,6 +214,7 @@ def check_pod_template(
         report.add(containers_path, "at least one container is required")
         return containers
     _check_labels(report, (*path, "metadata", "labels"), as_dict(as_dict(template).get("metadata")).get("labels"))
+    _check_pod_spec_syntax(report, (*path, "spec"), spec)
     for index, container in enumerate(as_list(spec.get("containers"))):
         if not isinstance(container, Mapping):
             continue

@@ -26,6 +26,7 @@ __all__ = [
     "check_volumes",
     "check_volume_mounts",
     "check_image",
+    "check_pod_spec",
 ]
 
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z")
@@ -123,8 +124,39 @@ def check_volume_mounts(field: str, mounts: Sequence[Mapping[str, Any]]) -> None
             raise ValueError(f"{field}[{i}].mountPath must be a non-empty path without ':', got {path!r}")
 
 
-def check_image(field: str, image: str) -> str:
+def check_image(field: str, image: object) -> str:
     """An image reference: non-empty printable ASCII with no whitespace anywhere."""
+    if not isinstance(image, str):
+        raise TypeError(f"{field} must be a str, got {image!r} ({type(image).__name__})")
     if not image or not all("!" <= c <= "~" for c in image):
         raise ValueError(f"{field} {image!r} is not a container image reference: no whitespace, ASCII only")
     return image
+
+
+def _items(field: str, value: object) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        raise TypeError(f"{field} must be a list of objects, got {value!r}")
+    return value
+
+
+def check_pod_spec(field: str, spec: Mapping[str, Any]) -> None:
+    """The parts of a user's (camelCase) pod spec these rules cover: node selector, tolerations, volumes,
+    and each container's image, env var names and volume mounts."""
+    selector = spec.get("nodeSelector")
+    if selector is not None:
+        if not isinstance(selector, Mapping) or not all(isinstance(x, str) for kv in selector.items() for x in kv):
+            raise TypeError(f"{field}.nodeSelector must be a dict of str to str, got {selector!r}")
+        check_labels(f"{field}.nodeSelector", selector)
+    if spec.get("tolerations") is not None:
+        check_tolerations(f"{field}.tolerations", _items(f"{field}.tolerations", spec["tolerations"]))
+    if spec.get("volumes") is not None:
+        check_volumes(f"{field}.volumes", _items(f"{field}.volumes", spec["volumes"]))
+    for kind in ("initContainers", "containers"):
+        for i, container in enumerate(_items(f"{field}.{kind}", spec.get(kind) or [])):
+            where = f"{field}.{kind}[{i}]"
+            if container.get("image") is not None:
+                check_image(f"{where}.image", container["image"])
+            if container.get("env") is not None:
+                check_env_names(f"{where}.env", _items(f"{where}.env", container["env"]))
+            if container.get("volumeMounts") is not None:
+                check_volume_mounts(f"{where}.volumeMounts", _items(f"{where}.volumeMounts", container["volumeMounts"]))

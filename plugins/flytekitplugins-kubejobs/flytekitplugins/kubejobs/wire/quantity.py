@@ -10,10 +10,10 @@ schema. The kubernetes Python client's ``parse_quantity`` is looser (it accepts 
 (Decimal('1610612736.0'), Decimal('0.250'), Decimal('1E+3'))
 >>> check_quantity("Worker.requests.cpu", 0.5)
 '0.5'
->>> parse_quantity("1_000", "Worker.limits.memory")
+>>> parse_quantity("2Gb", "Worker.limits.memory")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ValueError: Worker.limits.memory is not a Kubernetes quantity: '1_000'
+ValueError: Worker.limits.memory is not a Kubernetes quantity: '2Gb' (a number with ASCII digits and ...
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ import math
 import re
 from decimal import Decimal
 
-__all__ = ["check_quantity", "parse_quantity"]
+__all__ = ["check_quantity", "is_integer_resource", "parse_quantity"]
 
 _QUANTITY = re.compile(
     r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
     r"(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?",
     re.ASCII,
 )
+_GRAMMAR = "a number with ASCII digits and an optional suffix Ki Mi Gi Ti Pi Ei, m k M G T P E or e<n>: '2Gi', '500m'"
 _BINARY = {"K": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 
@@ -49,7 +50,7 @@ def parse_quantity(value: object, field: str = "quantity") -> Decimal:
         return value
     match = _QUANTITY.fullmatch(value)
     if match is None:
-        raise ValueError(f"{field} is not a Kubernetes quantity: {value!r}")
+        raise ValueError(f"{field} is not a Kubernetes quantity: {value!r} ({_GRAMMAR})")
     number, suffix = Decimal(match["number"]), match["suffix"] or ""
     if suffix.endswith("i"):
         return number * Decimal(1024 ** _BINARY[suffix[0]])
@@ -60,11 +61,18 @@ def parse_quantity(value: object, field: str = "quantity") -> Decimal:
         raise ValueError(f"{field} is out of range: {value!r}") from e
 
 
-def check_quantity(field: str, value: object) -> str:
+def is_integer_resource(name: str) -> bool:
+    """Whether the API server wants whole amounts of resource ``name``: every extended resource
+    (``nvidia.com/gpu``, ``example.com/fpga``: a ``/`` outside ``kubernetes.io``) cannot be split."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def check_quantity(field: str, value: object, *, integer: bool = False) -> str:
     """Return ``value`` as a non-negative Kubernetes quantity string, or raise naming ``field``.
 
     ints and finite floats become their decimal spelling (the kubernetes client models refuse numbers);
-    strings are stripped of surrounding whitespace.
+    strings are stripped of surrounding whitespace. ``integer`` (GPUs and other extended resources, see
+    :func:`is_integer_resource`) refuses fractions such as ``"0.5"`` or ``"500m"``.
     """
     if isinstance(value, bool):
         raise TypeError(f"{field} must be a Kubernetes quantity (str, int or float), got {value!r}")
@@ -82,8 +90,10 @@ def check_quantity(field: str, value: object) -> str:
         )
     try:
         amount = parse_quantity(text, field)
-    except ValueError as e:
-        raise ValueError(f"{field} is not a Kubernetes quantity: {value!r}") from e
+    except ValueError:  # the value as given, not as stripped; one error, not a chain
+        raise ValueError(f"{field} is not a Kubernetes quantity: {value!r} ({_GRAMMAR})") from None
     if amount < 0:
         raise ValueError(f"{field} must not be negative, got {value!r}")
+    if integer and amount != amount.to_integral_value():
+        raise ValueError(f"{field} must be a whole number (the resource cannot be split), got {value!r}")
     return text

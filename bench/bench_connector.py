@@ -30,6 +30,11 @@ from _common import Row
 
 __all__ = ["rows"]
 
+#: The fake API server is test-only code (tests/fakeapi, in no wheel): imported from there.
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+if str(TESTS) not in sys.path:
+    sys.path.append(str(TESTS))
+
 JOBS = 1000
 ROUNDS = 3
 CONCURRENCY = 32
@@ -66,15 +71,15 @@ class _RemoteServer:
         return int(self._call("POST", "/fake/step")["changed"])
 
     def kubeconfig(self) -> dict[str, Any]:
-        from flytekitplugins.kubejobs.testing.server import kubeconfig_for
+        from fakeapi.server import kubeconfig_for
 
         return kubeconfig_for(self.url)
 
 
 @contextmanager
 def _server_process() -> Iterator[_RemoteServer]:
-    cmd = [sys.executable, "-m", "flytekitplugins.kubejobs.testing", "--lifetime", "600"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    cmd = [sys.executable, "-m", "fakeapi", "--lifetime", "600"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=TESTS)
     try:
         assert proc.stdout is not None
         yield _RemoteServer(proc.stdout.readline().strip())

@@ -103,7 +103,7 @@ def test_validate_refuses_both_schema_sources(crd_dir):
 
 
 def test_validate_from_cluster_reads_the_crds_of_the_fake_api_server(crd_dir, tmp_path, monkeypatch):
-    from flytekitplugins.kubejobs.testing import FakeApiServer
+    from fakeapi import FakeApiServer
 
     with FakeApiServer(crd_dir=crd_dir) as server:
         kubeconfig = tmp_path / "kubeconfig"
@@ -135,7 +135,7 @@ def test_validate_from_cluster_without_a_kubeconfig_is_one_line(tmp_path, monkey
 
 
 def test_validate_from_cluster_with_the_server_down_is_one_line(crd_dir, tmp_path, monkeypatch):
-    from flytekitplugins.kubejobs.testing import FakeApiServer
+    from fakeapi import FakeApiServer
 
     with FakeApiServer() as server:
         config = server.kubeconfig()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fakeapi import FakeApiServer
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbMeta
 from flyteidl.core import identifier_pb2, tasks_pb2
 from flyteidl.plugins import mpi_pb2 as mpi_v0
@@ -25,7 +26,6 @@ from flytekit.models.task import TaskExecutionMetadata, TaskTemplate
 from flytekitplugins.kubejobs.backend import BackendConfig
 from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.runtime import Runtime, configure, shutdown
-from flytekitplugins.kubejobs.testing import FakeApiServer
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 

@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 
 import pytest
+from fakeapi import FakeApiServer
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekitplugins.kubejobs.connector import EXECUTION_LABEL, ForeignObjectError
-from flytekitplugins.kubejobs.testing import FakeApiServer
 
 G, P = "kubeflow.org", "pytorchjobs"
 

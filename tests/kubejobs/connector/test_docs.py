@@ -14,9 +14,9 @@ MODULES = [
     "flytekitplugins.kubejobs.connector.config",
     "flytekitplugins.kubejobs.connector.connector",
     "flytekitplugins.kubejobs.connector.placeholders",
-    "flytekitplugins.kubejobs.testing.operator",
-    "flytekitplugins.kubejobs.testing.server",
-    "flytekitplugins.kubejobs.testing.store",
+    "fakeapi.operator",
+    "fakeapi.server",
+    "fakeapi.store",
 ]
 
 

@@ -11,10 +11,10 @@ import random
 from typing import Any
 
 import pytest
+from fakeapi import FakeApiServer
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekitplugins.kubejobs.connector.client import ApiError
-from flytekitplugins.kubejobs.testing import FakeApiServer
 from flytekitplugins.kubejobs.wire.kinds import KINDS
 
 TERMINAL = {

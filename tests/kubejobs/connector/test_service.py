@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import grpc
+from fakeapi import FakeApiServer
 from flyteidl.admin.agent_pb2 import (
     CreateTaskRequest,
     DeleteTaskRequest,
@@ -29,7 +30,6 @@ from flyteidl.service.agent_pb2_grpc import (
     add_AsyncAgentServiceServicer_to_server,
 )
 from flytekitplugins.kubejobs.connector import SUPPORTED
-from flytekitplugins.kubejobs.testing import FakeApiServer
 
 
 def test_import_flytekit_registers_the_connectors_without_heavy_imports() -> None:

@@ -56,7 +56,7 @@ def _deep_size(obj: Any, seen: set[int] | None = None) -> int:
 class _RemoteServer:
     """The fake API server in a child process, driven through its /fake/ control endpoints."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str) -> None:
         self.url = url
 
     def _call(self, method: str, path: str) -> Any:

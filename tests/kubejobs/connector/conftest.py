@@ -55,7 +55,7 @@ def _custom(task_type: str, version: int) -> Any:
             run_policy=policy,
         )
     if task_type == "tensorflow":
-        spec = tensorflow_pb2.DistributedTensorflowTrainingReplicaSpec
+        spec: Any = tensorflow_pb2.DistributedTensorflowTrainingReplicaSpec
         return tensorflow_pb2.DistributedTensorflowTrainingTask(
             worker_replicas=spec(replicas=2), ps_replicas=spec(replicas=1), run_policy=policy
         )

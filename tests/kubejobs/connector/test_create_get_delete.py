@@ -137,7 +137,7 @@ def test_the_cache_relists_after_410_gone_and_sees_later_changes(
             server.step()
 
         async def relisted() -> bool:
-            return informer.relists > lists_before
+            return bool(informer.relists > lists_before)
 
         await kit.wait_until(relisted)
         direct_gets = server.requests[("GET", "GET")]

@@ -37,7 +37,7 @@ class Row:
             return self.spread[1]
         if self.baseline in (None, 0):
             return None
-        return self.ours / self.baseline  # type: ignore[operator]
+        return self.ours / self.baseline
 
     def cells(self) -> tuple[str, ...]:
         base = "" if self.baseline is None else f"{self.baseline:.4g} {self.unit}"

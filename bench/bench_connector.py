@@ -30,6 +30,11 @@ from _common import Row
 
 __all__ = ["rows"]
 
+#: The fake API server is test-only code (tests/fakeapi, in no wheel): imported from there.
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+if str(TESTS) not in sys.path:
+    sys.path.append(str(TESTS))
+
 JOBS = 1000
 ROUNDS = 3
 CONCURRENCY = 32
@@ -51,7 +56,7 @@ def _deep_size(obj: Any, seen: set[int] | None = None) -> int:
 class _RemoteServer:
     """The fake API server in a child process, driven through its /fake/ control endpoints."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str) -> None:
         self.url = url
 
     def _call(self, method: str, path: str) -> Any:
@@ -66,15 +71,15 @@ class _RemoteServer:
         return int(self._call("POST", "/fake/step")["changed"])
 
     def kubeconfig(self) -> dict[str, Any]:
-        from flytekitplugins.kubejobs.testing.server import kubeconfig_for
+        from fakeapi.server import kubeconfig_for
 
         return kubeconfig_for(self.url)
 
 
 @contextmanager
 def _server_process() -> Iterator[_RemoteServer]:
-    cmd = [sys.executable, "-m", "flytekitplugins.kubejobs.testing", "--lifetime", "600"]
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    cmd = [sys.executable, "-m", "fakeapi", "--lifetime", "600"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=TESTS)
     try:
         assert proc.stdout is not None
         yield _RemoteServer(proc.stdout.readline().strip())
@@ -163,6 +168,7 @@ def rows() -> list[Row]:
         async def cached_rounds(metas: list[Any]) -> tuple[list[float], float]:
             server.step()  # every job: Created
             informer = rt.cache.informer(connector.kind, "bench")  # type: ignore[union-attr]
+            assert informer is not None
             deadline = time.monotonic() + 60
             while not all((f := informer.lookup(m.name)) and f.obj and "status" in f.obj for m in metas):
                 if time.monotonic() > deadline:
@@ -176,6 +182,7 @@ def rows() -> list[Row]:
             metas, seconds = asyncio.run(create_all())
             cached_latency, cached_requests = asyncio.run(cached_rounds(metas))
             informer = rt.cache.informer(connector.kind, "bench")  # type: ignore[union-attr]
+            assert informer is not None
             slim_bytes = _deep_size(dict(informer._objects)) / len(informer)
             full = asyncio.run(_read_all(rt, connector.kind, metas))
             full_bytes = _deep_size(full) / JOBS

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,14 +32,14 @@ MODULES = _modules()
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_docstring_examples_run(name):
+def test_docstring_examples_run(name: Any) -> None:
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0, f"{result.failed} doctest example(s) failed in {name}"
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_every_module_declares_its_surface(name):
+def test_every_module_declares_its_surface(name: Any) -> None:
     module = importlib.import_module(name)
     assert isinstance(getattr(module, "__all__", None), (list, tuple)), f"{name} has no __all__"
     for exported in module.__all__:
@@ -46,13 +47,13 @@ def test_every_module_declares_its_surface(name):
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_importing_a_plugin_loads_no_heavy_dependency(package):
+def test_importing_a_plugin_loads_no_heavy_dependency(package: Any) -> None:
     code = f"import sys, {package}; print(','.join(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))"
     loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.strip()
     assert loaded == "", f"importing {package} loaded {loaded}"
 
 
-def test_import_layers_hold():
+def test_import_layers_hold() -> None:
     lint_imports = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     assert lint_imports, "import-linter is not installed in this environment"
     result = subprocess.run([lint_imports, str(REPO / "setup.cfg")], cwd=REPO, capture_output=True, text=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import runpy
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ BLOCKS = [
 
 
 @pytest.mark.parametrize("block", BLOCKS)
-def test_readme_python_block_runs(block, tmp_path, monkeypatch, crd_dir):
+def test_readme_python_block_runs(block: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crd_dir: Path) -> None:
     # The examples read the operators' CRD schemas from where a deployment mounts them: $KUBEJOBS_CRD_DIR.
     monkeypatch.setenv("KUBEJOBS_CRD_DIR", str(crd_dir))
     # flytekit reads a task's source file, so each block runs from a real module file.
@@ -32,6 +33,6 @@ def test_readme_python_block_runs(block, tmp_path, monkeypatch, crd_dir):
     runpy.run_path(str(path), run_name="readme_block")
 
 
-def test_readme_shows_the_quick_start_commands():
+def test_readme_shows_the_quick_start_commands() -> None:
     text = (REPO / "README.md").read_text()
     assert "make demo" in text and "make test" in text

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
-import grpc  # type: ignore[import-untyped]
+import grpc
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbMeta
 from flyteidl.core import identifier_pb2, tasks_pb2
 from flyteidl.core.execution_pb2 import TaskExecution

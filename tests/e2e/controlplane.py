@@ -92,7 +92,7 @@ def build_manifest() -> dict[str, Any]:
 class Api:
     """Minimal JSON REST calls to the API server as the admin user (the supervisor needs nothing more)."""
 
-    def __init__(self, server: str, ca: Path, client: KeyPair):
+    def __init__(self, server: str, ca: Path, client: KeyPair) -> None:
         self.server = server
         self._ssl = ssl.create_default_context(cafile=str(ca))
         self._ssl.load_cert_chain(str(client.cert), str(client.key))
@@ -319,7 +319,7 @@ def fake_node(name: str) -> dict[str, Any]:
 class ControlPlane:
     """Starts and stops the whole control plane under ``directory``."""
 
-    def __init__(self, directory: Path, manifest: dict[str, Any], apiserver_args: tuple[str, ...] = ()):
+    def __init__(self, directory: Path, manifest: dict[str, Any], apiserver_args: tuple[str, ...] = ()) -> None:
         self.dir = directory
         self.manifest = manifest
         self.apiserver_args = apiserver_args

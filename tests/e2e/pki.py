@@ -35,7 +35,7 @@ class KeyPair:
 class CertificateAuthority:
     """A self-signed CA that issues serving and client certificates into ``directory``."""
 
-    def __init__(self, directory: Path, name: str, dns_names: tuple[str, ...] = (), rsa_key: bool = False):
+    def __init__(self, directory: Path, name: str, dns_names: tuple[str, ...] = (), rsa_key: bool = False) -> None:
         """``rsa_key``: an RSA CA key instead of an EC one (for consumers that only read RSA CA keys)."""
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc  # type: ignore[import-untyped]
+import grpc
 import pytest
 from flyteidl.admin.agent_pb2 import CreateTaskRequest
 from flyteidl.core.execution_pb2 import TaskExecution
@@ -161,6 +161,7 @@ def test_the_cache_resumes_its_watch_after_dropped_connections(
         meta = await connector.create(template, "s3://b/out", None, metadata)
         assert rt.cache is not None
         informer = rt.cache.informer(connector.kind, namespace)
+        assert informer is not None
 
         async def watching() -> Any:
             return True if informer.synced.is_set() and proxy.open_watches() else None

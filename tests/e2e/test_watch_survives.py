@@ -123,6 +123,7 @@ def test_the_cache_survives_an_apiserver_restart(own_cluster: dict[str, Any], ow
         phases = {m.name: (await kit.final_phase(connector, m)).phase for m in (*before, after)}
         assert rt.cache is not None
         informer = rt.cache.informer(connector.kind, ns)
+        assert informer is not None
         return {"phases": phases, "relists": informer.relists}
 
     try:
@@ -147,6 +148,7 @@ def test_the_cache_relists_after_a_forced_etcd_compaction(own_cluster: dict[str,
         meta = await connector.create(template, "s3://b/out", None, metadata)
         assert rt.cache is not None
         informer = rt.cache.informer(connector.kind, ns)
+        assert informer is not None
 
         async def cached() -> Any:
             return True if cached_status(rt, ns, meta.name).get("conditions") else None

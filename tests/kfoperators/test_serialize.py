@@ -37,7 +37,8 @@ REPLICA_FIELDS = ("replicas", "image", "resources", "restartPolicy")
 
 
 def _custom(register: Register, config: Any) -> dict[str, Any]:
-    return MessageToDict(register(task(task_config=config)(train)).custom)
+    custom: dict[str, Any] = MessageToDict(register(task(task_config=config)(train)).custom)
+    return custom
 
 
 @pytest.mark.parametrize(

@@ -310,6 +310,7 @@ def test_task_identity_and_ray_container_first() -> None:
     assert isinstance(t, RayFunctionTask)
     assert (t.task_type, t.task_type_version) == ("ray", 0)
     custom = t.get_custom(SETTINGS)
+    assert custom is not None
     for spec in [custom["rayCluster"]["headGroupSpec"], *custom["rayCluster"]["workerGroupSpec"]]:
         assert spec["k8sPod"]["podSpec"]["containers"][0]["name"] in ("ray-head", "ray-worker")
 

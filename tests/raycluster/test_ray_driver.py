@@ -64,7 +64,7 @@ def run_driver(module: str, tmp_path: Path, runtime_env: dict[str, object]) -> s
 
 @pytest.mark.slow
 def test_user_working_dir_and_env_vars_merge_on_the_cluster(tmp_path: Path) -> None:
-    runtime_env = {"working_dir": str(tmp_path / "code"), "env_vars": {"HF_HOME": "/data/hf"}}
+    runtime_env: dict[str, object] = {"working_dir": str(tmp_path / "code"), "env_vars": {"HF_HOME": "/data/hf"}}
     theirs = run_driver("flytekitplugins.ray", tmp_path, runtime_env)
     assert "PRE-EXECUTE-FAILED: Failed to merge the Job's runtime env" in theirs
     mine = run_driver("flytekitplugins.raycluster", tmp_path, runtime_env)

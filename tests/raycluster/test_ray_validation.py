@@ -179,7 +179,7 @@ def test_runtime_env_is_copied_and_made_json() -> None:
     given = {"pip": ("numpy",), "env_vars": {"A": "1"}}
     cfg = job(runtime_env=given)
     assert cfg.runtime_env == {"pip": ["numpy"], "env_vars": {"A": "1"}}
-    cfg.runtime_env["env_vars"]["B"] = "2"  # type: ignore[index]
+    cfg.runtime_env["env_vars"]["B"] = "2"
     assert given == {"pip": ("numpy",), "env_vars": {"A": "1"}}
 
 

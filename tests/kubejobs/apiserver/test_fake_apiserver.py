@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 import pytest
 import urllib3
-from flytekitplugins.kubejobs.testing import OUTCOMES, FakeApiServer
-from flytekitplugins.kubejobs.testing.operator import stages_for
+from fakeapi import OUTCOMES, FakeApiServer
+from fakeapi.operator import stages_for
 from kubernetes import client, watch
 
 G, V, NS, P = "kubeflow.org", "v1", "team-a", "pytorchjobs"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from flytekitplugins.kubejobs.backend import BackendConfig
@@ -96,7 +99,7 @@ def _check(cfg: BackendConfig) -> None:
     assert cfg.logs.kubernetes_enabled is False
 
 
-def test_from_yaml_whole_config_section_and_file(tmp_path):
+def test_from_yaml_whole_config_section_and_file(tmp_path: Path) -> None:
     _check(BackendConfig.from_yaml(PROPELLER))
     import yaml
 
@@ -120,7 +123,7 @@ def _sections() -> list[tuple[str, str, object]]:
 
 
 @pytest.mark.parametrize(("section", "key", "value"), _sections(), ids=[f"{s}.{k}" for s, k, _ in _sections()])
-def test_every_propeller_key_is_read_with_its_spelling(section, key, value):
+def test_every_propeller_key_is_read_with_its_spelling(section: Any, key: Any, value: Any) -> None:
     # One key at a time against the defaults: a misspelt key would be ignored and leave the defaults.
     cfg = BackendConfig.from_flyte_config({section: {key: value}})
     if (section, key) in IGNORED_KEYS:
@@ -129,7 +132,7 @@ def test_every_propeller_key_is_read_with_its_spelling(section, key, value):
         assert cfg != BackendConfig(), f"plugins.{section}.{key} is not read"
 
 
-def test_defaults_match_flyte():
+def test_defaults_match_flyte() -> None:
     cfg = BackendConfig.from_flyte_config({})
     assert cfg == BackendConfig()
     assert cfg.k8s.default_annotations == {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
@@ -140,7 +143,7 @@ def test_defaults_match_flyte():
     assert cfg.schemas() is None
 
 
-def test_legacy_node_ip_address():
+def test_legacy_node_ip_address() -> None:
     cfg = BackendConfig.from_flyte_config({"ray": {"nodeIPAddress": "$OLD"}})
     assert cfg.ray.head_ip_address == cfg.ray.worker_ip_address == "$OLD"
 
@@ -156,7 +159,7 @@ def test_legacy_node_ip_address():
         ({"k8s": []}, r"plugins\.k8s must be a mapping"),
     ],
 )
-def test_bad_config_names_the_key(plugins, match):
+def test_bad_config_names_the_key(plugins: dict[str, Any], match: str) -> None:
     with pytest.raises((ValueError, TypeError), match=match):
         BackendConfig.from_flyte_config(plugins)
 
@@ -164,11 +167,11 @@ def test_bad_config_names_the_key(plugins, match):
 @pytest.mark.parametrize(
     ("text", "seconds"), [("1m", 60), ("1h30m", 5400), ("90s", 90), ("500ms", 0.5), ("0", 0), (30, 30)]
 )
-def test_go_durations(text, seconds):
+def test_go_durations(text: Any, seconds: float) -> None:
     assert parse_go_duration("t", text) == pytest.approx(seconds)
 
 
-def test_schemas_are_loaded_once(crd_dir):
+def test_schemas_are_loaded_once(crd_dir: Path) -> None:
     cfg = BackendConfig(crd_dir=str(crd_dir))
     assert cfg.schemas() is not None and cfg.schemas() is BackendConfig(crd_dir=str(crd_dir)).schemas()
 
@@ -178,24 +181,24 @@ DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 @pytest.mark.parametrize("raw", ["abc-n0-0", "A" * 100, "exec_1-Node.2-0", "0abc-n0-1", "-x-", "é" * 70, "", "a" * 63])
 @pytest.mark.parametrize("limit", sorted({k.max_name_length for k in KINDS.values()}))
-def test_names_are_dns_1035_within_the_limit(raw, limit):
+def test_names_are_dns_1035_within_the_limit(raw: Any, limit: Any) -> None:
     name = object_name(raw, limit)
     assert DNS_1035.match(name) and len(name) <= limit
     assert object_name(raw, limit) == name
 
 
-def test_long_names_keep_a_prefix_and_stay_distinct():
+def test_long_names_keep_a_prefix_and_stay_distinct() -> None:
     a, b = object_name("x" * 60 + "-n0-0", 47), object_name("x" * 60 + "-n0-1", 47)
     assert a != b and a.startswith("xxxx") and len(a) == 47
 
 
-def test_object_name_from_execution_id(kit):
+def test_object_name_from_execution_id(kit: SimpleNamespace) -> None:
     obj = kit.build(
         kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), kit.metadata(name="f7e", node="n1", attempt=2)
     )
     assert obj["metadata"]["name"] == "f7e-n1-2"
 
 
-def test_from_yaml_names_a_missing_file():
+def test_from_yaml_names_a_missing_file() -> None:
     with pytest.raises(ValueError, match="neither an existing file nor YAML text"):
         BackendConfig.from_yaml("/no/such/propeller.yaml")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 from flytekitplugins.kubejobs.backend import BackendConfig, BuildError
 
@@ -15,11 +18,11 @@ AFFINITY = {
 }
 
 
-def _ext(**kw):
+def _ext(**kw: Any) -> dict[str, Any]:
     return {"kubejobs": {"version": 1, **kw}}
 
 
-def test_role_settings(kit):
+def test_role_settings(kit: SimpleNamespace) -> None:
     worker_ext = {
         "nodeSelector": {"gpu": "a100"},
         "tolerations": [TOL],
@@ -60,7 +63,7 @@ def test_role_settings(kit):
     assert "nodeSelector" not in master and "tolerations" not in master and master["affinity"] == {}
 
 
-def test_run_policy_extension(kit):
+def test_run_policy_extension(kit: SimpleNamespace) -> None:
     custom = {
         "workerReplicas": {"replicas": 2},
         "runPolicy": {"cleanPodPolicy": "CLEANPOD_POLICY_ALL", "backoffLimit": 5},
@@ -81,7 +84,7 @@ def test_run_policy_extension(kit):
     }
 
 
-def test_extension_in_v0_and_other_kinds(kit):
+def test_extension_in_v0_and_other_kinds(kit: SimpleNamespace) -> None:
     custom = {"numWorkers": 2, **_ext(replicaSpecs={"Launcher": {"nodeSelector": {"cpu": "only"}}})}
     obj = kit.build(kit.template("mpi", custom, 0))
     assert obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["nodeSelector"] == {"cpu": "only"}
@@ -111,13 +114,13 @@ def test_extension_in_v0_and_other_kinds(kit):
         ("garbage", r"kubejobs must be an object"),
     ],
 )
-def test_malformed_extension(kit, ext, match):
+def test_malformed_extension(kit: SimpleNamespace, ext: Any, match: str) -> None:
     custom = {"workerReplicas": {"replicas": 1}, "kubejobs": ext if isinstance(ext, str) else {"version": 1, **ext}}
     with pytest.raises(BuildError, match=match):
         kit.build(kit.template("pytorch", custom))
 
 
-def test_extended_resources_given_on_one_side_are_mirrored(kit):
+def test_extended_resources_given_on_one_side_are_mirrored(kit: SimpleNamespace) -> None:
     ext = {"replicaSpecs": {"Worker": {"resources": {"requests": {"example.com/fpga": "2"}}}}}
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}, **_ext(**ext)}))
     res = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]

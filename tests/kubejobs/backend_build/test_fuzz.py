@@ -4,6 +4,7 @@ CRD schema (checked independently with jsonschema)."""
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -129,7 +130,7 @@ def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
     return out
 
 
-def _build_or_build_error(kit, task_type: str, custom: Any, version: int) -> None:
+def _build_or_build_error(kit: SimpleNamespace, task_type: str, custom: Any, version: int) -> None:
     try:
         template = kit.template(task_type, custom, version)
     except (TypeError, ValueError):
@@ -145,20 +146,22 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 @FUZZ
 @given(task_type=st.sampled_from(sorted(GOOD)), custom=customs, version=st.integers(-1, 3))
-def test_random_customs(kit, task_type, custom, version):
+def test_random_customs(kit: SimpleNamespace, task_type: str, custom: Any, version: int) -> None:
     _build_or_build_error(kit, task_type, custom, version)
 
 
 @FUZZ
 @given(task_type=st.sampled_from(sorted(GOOD)), data=st.data(), value=json_values, version=st.sampled_from([0, 1]))
-def test_one_field_of_a_good_custom_replaced(kit, task_type, data, value, version):
+def test_one_field_of_a_good_custom_replaced(
+    kit: SimpleNamespace, task_type: str, data: st.DataObject, value: Any, version: int
+) -> None:
     good = GOOD[task_type]
     path = data.draw(st.sampled_from(_paths(good)[1:]))
     _build_or_build_error(kit, task_type, _replace(good, path, value), version)
 
 
 @pytest.mark.parametrize("task_type", sorted(GOOD))
-def test_huge_replica_counts_are_refused_by_name(kit, task_type):
+def test_huge_replica_counts_are_refused_by_name(kit: SimpleNamespace, task_type: str) -> None:
     custom = copy.deepcopy(GOOD[task_type])
     if task_type == "ray":
         custom["rayCluster"]["workerGroupSpec"][0]["replicas"] = 2**31
@@ -178,7 +181,7 @@ pod_specs = st.dictionaries(
 
 @FUZZ
 @given(task_type=st.sampled_from(sorted(GOOD)), pod_spec=pod_specs, primary=st.sampled_from(["primary", "", "x"]))
-def test_random_task_pod_specs(kit, task_type, pod_spec, primary):
+def test_random_task_pod_specs(kit: SimpleNamespace, task_type: str, pod_spec: dict[str, Any], primary: str) -> None:
     try:
         template = kit.template(
             task_type, GOOD[task_type], 0 if task_type == "ray" else 1, pod_spec=pod_spec, primary=primary

@@ -5,6 +5,8 @@ come from the plugin configuration and the reference (flyte-backend-behaviour.md
 from __future__ import annotations
 
 from collections import OrderedDict
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import yaml
@@ -85,7 +87,7 @@ def ray_minimal_task() -> None: ...
 def pytorch_pod_template_task() -> None: ...
 
 
-def elastic_task():
+def elastic_task() -> Any:
     """An Elastic (torchrun) task; built lazily because Elastic imports torch."""
     import warnings
 
@@ -109,15 +111,15 @@ SETTINGS = SerializationSettings(
 IMAGE = "registry.example/flyte-default:1.0"
 
 
-def serialize(entity):
+def serialize(entity: Any) -> Any:
     return get_serializable(OrderedDict(), SETTINGS, entity).template.to_flyte_idl()
 
 
-def _c(spec):
+def _c(spec: dict[str, Any]) -> Any:
     return spec["template"]["spec"]["containers"][0]
 
 
-def test_pytorch(kit):
+def test_pytorch(kit: SimpleNamespace) -> None:
     t = serialize(pytorch_task)
     assert (t.type, t.task_type_version) == ("pytorch", 1)
     obj = kit.build(t)
@@ -134,14 +136,14 @@ def test_pytorch(kit):
         assert _c(spec)["args"][0] == "pyflyte-execute"
 
 
-def test_pytorch_task_resources_reach_every_role(kit):
+def test_pytorch_task_resources_reach_every_role(kit: SimpleNamespace) -> None:
     obj = kit.build(serialize(pytorch_plain_task))
     for spec in obj["spec"]["pytorchReplicaSpecs"].values():
         assert kit.quantities(_c(spec)["resources"]["requests"]) == kit.quantities({"cpu": "2", "memory": "2Gi"})
     assert obj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
 
 
-def test_pytorch_pod_template(kit):
+def test_pytorch_pod_template(kit: SimpleNamespace) -> None:
     obj = kit.build(serialize(pytorch_pod_template_task))
     worker = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     assert [c["name"] for c in worker["spec"]["containers"]] == ["pytorch"]
@@ -150,7 +152,7 @@ def test_pytorch_pod_template(kit):
     assert worker["metadata"]["labels"]["team"] == "ml"
 
 
-def test_tensorflow(kit):
+def test_tensorflow(kit: SimpleNamespace) -> None:
     obj = kit.build(serialize(tf_task))
     specs = obj["spec"]["tfReplicaSpecs"]
     assert {k: v["replicas"] for k, v in specs.items()} == {"Worker": 2, "PS": 1, "Chief": 1}
@@ -158,7 +160,7 @@ def test_tensorflow(kit):
 
 
 @pytest.mark.parametrize(("entity", "first_arg", "slots"), [(mpi_task, "mpirun", 2), (horovod_task, "horovodrun", 1)])
-def test_mpi_and_horovod(kit, entity, first_arg, slots):
+def test_mpi_and_horovod(kit: SimpleNamespace, entity: Any, first_arg: str, slots: int) -> None:
     t = serialize(entity)
     assert (t.type, t.task_type_version) == ("mpi", 1)
     obj = kit.build(t)
@@ -168,7 +170,7 @@ def test_mpi_and_horovod(kit, entity, first_arg, slots):
     assert _c(specs["Launcher"])["args"][0] == first_arg
 
 
-def test_ray(kit):
+def test_ray(kit: SimpleNamespace) -> None:
     t = serialize(ray_task)
     assert t.type == "ray"
     obj = kit.build(t, template_vars={"input": "s3://in/inputs.pb"})
@@ -188,13 +190,13 @@ def test_ray(kit):
     assert kit.quantities(cpu["resources"]["limits"]) == kit.quantities({"cpu": "1000m", "memory": "1024Mi"})
 
 
-def test_ray_minimal_uses_platform_shutdown(kit):
+def test_ray_minimal_uses_platform_shutdown(kit: SimpleNamespace) -> None:
     obj = kit.build(serialize(ray_minimal_task))
     assert (obj["spec"]["shutdownAfterJobFinishes"], obj["spec"]["ttlSecondsAfterFinished"]) == (True, 3600)
     assert "headGroupSpec" in obj["spec"]["rayClusterSpec"]
 
 
-def test_elastic(kit):
+def test_elastic(kit: SimpleNamespace) -> None:
     t = serialize(elastic_task())
     assert (t.type, t.task_type_version) == ("pytorch", 1)
     obj = kit.build(t)

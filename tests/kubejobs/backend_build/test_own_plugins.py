@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from flytekit import Resources, task
@@ -79,13 +81,13 @@ with warnings.catch_warnings():
     def own_ray() -> None: ...
 
 
-def _serialize(entity):
+def _serialize(entity: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         return get_serializable(OrderedDict(), SETTINGS, entity).template.to_flyte_idl()
 
 
-def test_pytorch_with_compute_template_and_run_policy_extension(kit):
+def test_pytorch_with_compute_template_and_run_policy_extension(kit: SimpleNamespace) -> None:
     obj = kit.build(_serialize(own_pytorch))
     worker = obj["spec"]["pytorchReplicaSpecs"]["Worker"]
     pod = worker["template"]["spec"]
@@ -102,13 +104,13 @@ def test_pytorch_with_compute_template_and_run_policy_extension(kit):
     assert rp["schedulingPolicy"]["minAvailable"] == 5 and rp["schedulingPolicy"]["queue"] == "q"
 
 
-def test_mpi_slots(kit):
+def test_mpi_slots(kit: SimpleNamespace) -> None:
     obj = kit.build(_serialize(own_mpi))
     assert obj["spec"]["slotsPerWorker"] == 4
     assert obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
 
 
-def test_ray_compute_template_in_k8s_pod(kit):
+def test_ray_compute_template_in_k8s_pod(kit: SimpleNamespace) -> None:
     t = _serialize(own_ray)
     obj = kit.build(t)
     group = obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
@@ -123,6 +125,6 @@ def test_ray_compute_template_in_k8s_pod(kit):
 
 
 @pytest.mark.parametrize("entity", [own_pytorch, own_mpi, own_ray])
-def test_builds_are_deterministic(kit, entity):
+def test_builds_are_deterministic(kit: SimpleNamespace, entity: Any) -> None:
     t = _serialize(entity)
     assert kit.build(t) == kit.build(t)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 from flyteidl.core import tasks_pb2
 from flytekitplugins.kubejobs.backend import BackendConfig, BuildError
@@ -31,11 +34,11 @@ SCHED_CONFIG = BackendConfig.from_flyte_config(
 )
 
 
-def _specs(obj):
+def _specs(obj: dict[str, Any]) -> Any:
     return obj["spec"]["pytorchReplicaSpecs"]
 
 
-def test_resource_tolerations_only_where_requested(kit):
+def test_resource_tolerations_only_where_requested(kit: SimpleNamespace) -> None:
     custom = {"workerReplicas": {"replicas": 1, "resources": {"limits": [{"name": "GPU", "value": "1"}]}}}
     obj = kit.build(kit.template("pytorch", custom), config=SCHED_CONFIG)
     worker = _specs(obj)["Worker"]["template"]["spec"]
@@ -52,7 +55,9 @@ def test_resource_tolerations_only_where_requested(kit):
         (False, [DEFAULT_T], {"zone": "a"}, NON_REQ),
     ],
 )
-def test_interruptible_scheduling(kit, interruptible, tolerations, selector, requirement):
+def test_interruptible_scheduling(
+    kit: SimpleNamespace, interruptible: bool, tolerations: list[Any], selector: dict[str, Any], requirement: Any
+) -> None:
     obj = kit.build(
         kit.template("pytorch", {"workerReplicas": {"replicas": 1}}),
         kit.metadata(interruptible=interruptible),
@@ -66,12 +71,12 @@ def test_interruptible_scheduling(kit, interruptible, tolerations, selector, req
         assert terms == [{"matchExpressions": [requirement]}]
 
 
-def test_affinity_is_always_present(kit):
+def test_affinity_is_always_present(kit: SimpleNamespace) -> None:
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}))
     assert _specs(obj)["Worker"]["template"]["spec"]["affinity"] == {}
 
 
-def test_labels_annotations_and_env(kit):
+def test_labels_annotations_and_env(kit: SimpleNamespace) -> None:
     t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, task_labels={"tl": "1"})
     m = kit.metadata(labels={"el": "1", "dl": "override"}, annotations={"ea": "1"}, env={"EXEC_ENV": "y"})
     obj = kit.build(t, m, config=SCHED_CONFIG)
@@ -86,12 +91,12 @@ def test_labels_annotations_and_env(kit):
     assert obj["metadata"]["namespace"] == "proj-dev"
 
 
-def test_service_account_from_execution(kit):
+def test_service_account_from_execution(kit: SimpleNamespace) -> None:
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), kit.metadata(sa="trainer"))
     assert {s["template"]["spec"]["serviceAccountName"] for s in _specs(obj).values()} == {"trainer"}
 
 
-def test_task_template_vars_are_rendered(kit):
+def test_task_template_vars_are_rendered(kit: SimpleNamespace) -> None:
     obj = kit.build(
         kit.template("pytorch", {"workerReplicas": {"replicas": 1}}),
         template_vars={"input": "s3://in", "outputPrefix": "s3://out"},
@@ -102,7 +107,7 @@ def test_task_template_vars_are_rendered(kit):
     assert "{{.input}}" in _specs(obj)["Worker"]["template"]["spec"]["containers"][0]["args"]
 
 
-def test_gpu_accelerator_and_shared_memory(kit):
+def test_gpu_accelerator_and_shared_memory(kit: SimpleNamespace) -> None:
     ext = tasks_pb2.ExtendedResources(
         gpu_accelerator=tasks_pb2.GPUAccelerator(device="nvidia-tesla-a100", partition_size="1g.5gb"),
         shared_memory=tasks_pb2.SharedMemory(mount_path="/dev/shm", mount_name="shm", size_limit="2Gi"),
@@ -132,7 +137,7 @@ def test_gpu_accelerator_and_shared_memory(kit):
         assert {"name": "shm", "mountPath": "/dev/shm"} in pod["containers"][0]["volumeMounts"]
 
 
-def test_node_override_of_extended_resources_replaces_each_field_it_sets(kit):
+def test_node_override_of_extended_resources_replaces_each_field_it_sets(kit: SimpleNamespace) -> None:
     # Reference §6.2 step 8: the node override applies on top of the task's, field by field.
     task_ext = tasks_pb2.ExtendedResources(
         gpu_accelerator=tasks_pb2.GPUAccelerator(device="nvidia-tesla-t4", partition_size="1g.5gb"),
@@ -161,13 +166,13 @@ def test_node_override_of_extended_resources_replaces_each_field_it_sets(kit):
     assert {"name": "shm", "emptyDir": {"medium": "Memory"}} in worker["volumes"]
 
 
-def test_shared_memory_needs_a_name(kit):
+def test_shared_memory_needs_a_name(kit: SimpleNamespace) -> None:
     ext = tasks_pb2.ExtendedResources(shared_memory=tasks_pb2.SharedMemory(mount_path="/dev/shm"))
     with pytest.raises(BuildError, match="mount name is not set"):
         kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, extended=ext))
 
 
-def test_node_pod_template_override_replaces_the_pod(kit):
+def test_node_pod_template_override_replaces_the_pod(kit: SimpleNamespace) -> None:
     m = kit.metadata()
     m.overrides.pod_template.pod_spec.update(
         {"containers": [{"name": "main", "image": "over:1"}], "priorityClassName": "high"}
@@ -182,24 +187,24 @@ def test_node_pod_template_override_replaces_the_pod(kit):
     assert worker["metadata"]["labels"] == {"o": "1"}
 
 
-def test_no_container_is_an_error(kit):
+def test_no_container_is_an_error(kit: SimpleNamespace) -> None:
     t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}})
     t.ClearField("container")
     with pytest.raises(BuildError, match="unable to create container with no definition"):
         kit.build(t)
 
 
-def test_unknown_task_type(kit):
+def test_unknown_task_type(kit: SimpleNamespace) -> None:
     with pytest.raises(BuildError, match="task type 'spark' is not one of"):
         kit.build(kit.template("spark", {}))
 
 
-def test_unparsable_task_resources_name_the_field(kit):
+def test_unparsable_task_resources_name_the_field(kit: SimpleNamespace) -> None:
     with pytest.raises(BuildError, match=r"container.resources.requests.cpu is not a valid Kubernetes quantity"):
         kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, requests={"cpu": "lots"}))
 
 
-def test_inputs_are_not_mutated(kit):
+def test_inputs_are_not_mutated(kit: SimpleNamespace) -> None:
     t = kit.template("ray", {"rayCluster": {"workerGroupSpec": [{"groupName": "w", "replicas": 1}]}}, 0)
     m = kit.metadata(labels={"a": "b"})
     t_bytes, m_bytes = t.SerializeToString(deterministic=True), m.SerializeToString(deterministic=True)
@@ -210,7 +215,7 @@ def test_inputs_are_not_mutated(kit):
     assert repr(cfg) == before
 
 
-def test_deviation_object_metadata_has_no_owner_or_finalizer(kit):
+def test_deviation_object_metadata_has_no_owner_or_finalizer(kit: SimpleNamespace) -> None:
     # Propeller's PluginManager adds ownerReferences (to the workflow CR) and an optional finalizer; a
     # connector has no owner object and deletes the job itself.
     obj = kit.build(kit.template("mpi", {"workerReplicas": {"replicas": 1}}))
@@ -218,7 +223,7 @@ def test_deviation_object_metadata_has_no_owner_or_finalizer(kit):
     assert set(obj["metadata"]) == {"name", "namespace", "labels", "annotations"}
 
 
-def test_deviation_flyte_env_is_what_the_connector_knows(kit):
+def test_deviation_flyte_env_is_what_the_connector_knows(kit: SimpleNamespace) -> None:
     # Go also sets FLYTE_INTERNAL_EXECUTION_WORKFLOW and FLYTE_EXECUTION_URL when propeller knows them; a
     # connector's TaskExecutionMetadata carries neither.
     obj = kit.build(kit.template("tensorflow", {"workerReplicas": {"replicas": 1}}, args=["x"]))
@@ -252,7 +257,7 @@ BASE_TEMPLATE = {
 
 
 @pytest.mark.parametrize("by", ["task", "default"])
-def test_base_pod_template(kit, by):
+def test_base_pod_template(kit: SimpleNamespace, by: str) -> None:
     if by == "task":
         cfg = BackendConfig(pod_templates={"base": BASE_TEMPLATE})
         t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}})
@@ -273,7 +278,7 @@ def test_base_pod_template(kit, by):
     assert worker["metadata"]["labels"] == {"from": "template", "team": "exec"}
 
 
-def test_missing_named_pod_template_is_an_error(kit):
+def test_missing_named_pod_template_is_an_error(kit: SimpleNamespace) -> None:
     t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}})
     t.metadata.pod_template_name = "nope"
     with pytest.raises(BuildError, match="PodTemplate 'nope' does not exist"):
@@ -282,7 +287,7 @@ def test_missing_named_pod_template_is_an_error(kit):
     kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), config=cfg)  # default: optional
 
 
-def test_deviation_resource_tolerations_in_name_order(kit):
+def test_deviation_resource_tolerations_in_name_order(kit: SimpleNamespace) -> None:
     cfg = BackendConfig.from_flyte_config(
         {"k8s": {"resource-tolerations": {"nvidia.com/gpu": [GPU_T], "cpu": [SPOT_T], "memory": [DEFAULT_T]}}}
     )
@@ -291,6 +296,6 @@ def test_deviation_resource_tolerations_in_name_order(kit):
     assert _specs(obj)["Worker"]["template"]["spec"]["tolerations"] == [SPOT_T, DEFAULT_T, GPU_T]
 
 
-def test_template_vars_must_be_strings(kit):
+def test_template_vars_must_be_strings(kit: SimpleNamespace) -> None:
     with pytest.raises(TypeError, match="template_vars must map str to str"):
         kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}), template_vars={"input": 3})

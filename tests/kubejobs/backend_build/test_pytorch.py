@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 from flytekitplugins.kubejobs.backend import BackendConfig, BuildError
 from flytekitplugins.kubejobs.backend.config import K8sConfig
@@ -35,7 +38,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("custom", "version", "roles", "elastic"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_replica_specs(kit, custom, version, roles, elastic):
+def test_replica_specs(kit: SimpleNamespace, custom: Any, version: Any, roles: Any, elastic: Any) -> None:
     obj = kit.build(kit.template("pytorch", custom, version))
     assert obj["apiVersion"] == "kubeflow.org/v1" and obj["kind"] == "PyTorchJob"
     specs = obj["spec"]["pytorchReplicaSpecs"]
@@ -56,7 +59,7 @@ def test_replica_specs(kit, custom, version, roles, elastic):
         assert "elasticPolicy" not in obj["spec"]
 
 
-def test_elastic_policy_writes_zeros_and_validation_refuses_them(kit):
+def test_elastic_policy_writes_zeros_and_validation_refuses_them(kit: SimpleNamespace) -> None:
     from flytekitplugins.kubejobs.backend import build_object
 
     t = kit.template("pytorch", {"workerReplicas": {"replicas": 1}, "elasticConfig": {}})
@@ -73,13 +76,13 @@ def test_elastic_policy_writes_zeros_and_validation_refuses_them(kit):
         kit.build(t)
 
 
-def test_deviation_elastic_without_workers_is_an_error(kit):
+def test_deviation_elastic_without_workers_is_an_error(kit: SimpleNamespace) -> None:
     # Flyte emits an empty pytorchReplicaSpecs, which the training-operator webhook rejects on the cluster.
     with pytest.raises(BuildError, match="elastic PyTorch job needs at least one worker"):
         kit.build(kit.template("pytorch", {"elasticConfig": ELASTIC}))
 
 
-def test_worker_env_names_and_error_aggregation(kit):
+def test_worker_env_names_and_error_aggregation(kit: SimpleNamespace) -> None:
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 2}}))
     worker = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     master = obj["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
@@ -94,7 +97,7 @@ def test_worker_env_names_and_error_aggregation(kit):
     ]
 
 
-def test_v0_has_no_env_names(kit):
+def test_v0_has_no_env_names(kit: SimpleNamespace) -> None:
     obj = kit.build(kit.template("pytorch", {"workers": 2}, 0))
     worker = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert "_F_WN" not in kit.env_of(worker)
@@ -116,12 +119,12 @@ def test_v0_has_no_env_names(kit):
         ({"cleanPodPolicy": 1, "backoffLimit": 0}, {"cleanPodPolicy": "Running"}),
     ],
 )
-def test_run_policy(kit, policy, expected):
+def test_run_policy(kit: SimpleNamespace, policy: dict[str, Any], expected: dict[str, Any]) -> None:
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}, "runPolicy": policy}))
     assert obj["spec"]["runPolicy"] == expected
 
 
-def test_no_run_policy_is_an_empty_object(kit):
+def test_no_run_policy_is_an_empty_object(kit: SimpleNamespace) -> None:
     assert kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}))["spec"]["runPolicy"] == {}
 
 
@@ -134,14 +137,14 @@ def test_no_run_policy_is_an_empty_object(kit):
         ("RESTART_POLICY_NEVER", "Never"),
     ],
 )
-def test_restart_policy(kit, policy, expected):
+def test_restart_policy(kit: SimpleNamespace, policy: Any, expected: str) -> None:
     custom = {"workerReplicas": {"replicas": 1, "restartPolicy": policy}}
     obj = kit.build(kit.template("pytorch", custom))
     assert obj["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] == expected
     assert obj["spec"]["pytorchReplicaSpecs"]["Master"]["restartPolicy"] == "Never"
 
 
-def test_image_precedence_role_over_override_over_task(kit):
+def test_image_precedence_role_over_override_over_task(kit: SimpleNamespace) -> None:
     custom = {"workerReplicas": {"replicas": 1, "image": "worker:2"}, "masterReplicas": {}}
     obj = kit.build(kit.template("pytorch", custom), kit.metadata(override_image="node:3"))
     specs = obj["spec"]["pytorchReplicaSpecs"]
@@ -149,12 +152,12 @@ def test_image_precedence_role_over_override_over_task(kit):
     assert specs["Master"]["template"]["spec"]["containers"][0]["image"] == "node:3"
 
 
-def _res(obj, role):
+def _res(obj: dict[str, Any], role: str) -> Any:
     c = obj["spec"]["pytorchReplicaSpecs"][role]["template"]["spec"]["containers"][0]["resources"]
     return {side: {k: str(v) for k, v in c.get(side, {}).items()} for side in ("requests", "limits")}
 
 
-def test_resources_role_over_task_over_platform_defaults(kit):
+def test_resources_role_over_task_over_platform_defaults(kit: SimpleNamespace) -> None:
     worker_res = {"requests": [{"name": "CPU", "value": "4"}], "limits": [{"name": "MEMORY", "value": "8Gi"}]}
     custom = {"workerReplicas": {"replicas": 1, "resources": worker_res}, "masterReplicas": {"resources": {}}}
     t = kit.template(
@@ -179,7 +182,7 @@ def test_resources_role_over_task_over_platform_defaults(kit):
     )
 
 
-def test_platform_defaults_fill_cpu_and_memory(kit):
+def test_platform_defaults_fill_cpu_and_memory(kit: SimpleNamespace) -> None:
     cfg = BackendConfig(k8s=K8sConfig(default_cpus="500m", default_memory="2Gi"))
     obj = kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, limits={"memory": "4Gi"}), config=cfg)
     res = _res(obj, "Worker")
@@ -187,7 +190,7 @@ def test_platform_defaults_fill_cpu_and_memory(kit):
     assert kit.quantities(res["limits"]) == kit.quantities({"cpu": "500m", "memory": "4Gi"})
 
 
-def test_request_above_limit_is_lowered_to_the_limit(kit):
+def test_request_above_limit_is_lowered_to_the_limit(kit: SimpleNamespace) -> None:
     custom = {
         "workerReplicas": {
             "replicas": 1,
@@ -198,7 +201,7 @@ def test_request_above_limit_is_lowered_to_the_limit(kit):
     assert kit.q(res["requests"]["cpu"]) == kit.q(res["limits"]["cpu"]) == 2
 
 
-def test_pod_target_renames_only_the_primary_container(kit):
+def test_pod_target_renames_only_the_primary_container(kit: SimpleNamespace) -> None:
     pod = {
         "containers": [
             {"name": "sidecar", "image": "side:1"},
@@ -218,7 +221,7 @@ def test_pod_target_renames_only_the_primary_container(kit):
     assert spec["spec"]["containers"][0]["env"][-1]["name"] == "_F_WN"
 
 
-def test_missing_primary_container_is_an_error(kit):
+def test_missing_primary_container_is_an_error(kit: SimpleNamespace) -> None:
     t = kit.template(
         "pytorch", {"workerReplicas": {"replicas": 1}}, pod_spec={"containers": [{"name": "a"}]}, primary="primary"
     )
@@ -230,11 +233,11 @@ def test_missing_primary_container_is_an_error(kit):
 
 
 @pytest.mark.parametrize("version", [2, 7])
-def test_unsupported_version(kit, version):
+def test_unsupported_version(kit: SimpleNamespace, version: int) -> None:
     with pytest.raises(BuildError, match=rf"unsupported task template version \[{version}\]"):
         kit.build(kit.template("pytorch", {"workerReplicas": {"replicas": 1}}, version))
 
 
-def test_missing_custom(kit):
+def test_missing_custom(kit: SimpleNamespace) -> None:
     with pytest.raises(BuildError, match="no custom"):
         kit.build(kit.template("pytorch", None))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import yaml
@@ -18,7 +21,7 @@ HEAD_DEFAULT = {
 }
 
 
-def ray_custom(**extra):
+def ray_custom(**extra: Any) -> dict[str, Any]:
     cluster = {
         "headGroupSpec": {"rayStartParams": {"num-cpus": "1"}},
         "workerGroupSpec": [{"groupName": "w", "replicas": 2, "rayStartParams": {"num-cpus": "2"}}],
@@ -27,15 +30,15 @@ def ray_custom(**extra):
     return {"rayCluster": cluster, **extra}
 
 
-def _head(obj):
+def _head(obj: dict[str, Any]) -> Any:
     return obj["spec"]["rayClusterSpec"]["headGroupSpec"]
 
 
-def _group(obj, i=0):
+def _group(obj: dict[str, Any], i: int = 0) -> Any:
     return obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][i]
 
 
-def test_start_params_defaults_and_injection(kit):
+def test_start_params_defaults_and_injection(kit: SimpleNamespace) -> None:
     obj = kit.build(kit.template("ray", ray_custom(), 0))
     assert _head(obj)["rayStartParams"] == {**HEAD_DEFAULT, "num-cpus": "1"}
     assert _group(obj)["rayStartParams"] == {
@@ -48,7 +51,7 @@ def test_start_params_defaults_and_injection(kit):
     assert _group(obj)["rayStartParams"] == {"disable-usage-stats": "true", "node-ip-address": "$MY_POD_IP"}
 
 
-def test_start_params_from_config_are_copied(kit):
+def test_start_params_from_config_are_copied(kit: SimpleNamespace) -> None:
     cfg = BackendConfig.from_flyte_config(
         {
             "ray": {
@@ -71,7 +74,7 @@ def test_start_params_from_config_are_copied(kit):
     assert cfg.ray.head_start_parameters == before  # no aliasing of the shared config
 
 
-def test_head_and_worker_templates(kit):
+def test_head_and_worker_templates(kit: SimpleNamespace) -> None:
     obj = kit.build(
         kit.template("ray", ray_custom(), 0, args=["pyflyte-execute", "--inputs", "{{.input}}"]),
         template_vars={"input": "s3://b/inputs.pb"},
@@ -105,7 +108,7 @@ def test_head_and_worker_templates(kit):
     assert obj["spec"]["rayClusterSpec"]["enableInTreeAutoscaling"] is False
 
 
-def test_deviation_worker_memory_env_points_at_memory(kit):
+def test_deviation_worker_memory_env_points_at_memory(kit: SimpleNamespace) -> None:
     worker = kit.container(_group(kit.build(kit.template("ray", ray_custom(), 0)))["template"]["spec"], "ray-worker")
     env = kit.env_of(worker)
     assert env["MEMORY_REQUESTS"]["resourceFieldRef"]["resource"] == "requests.memory"
@@ -122,7 +125,7 @@ def test_deviation_worker_memory_env_points_at_memory(kit):
         ({"maxReplicas": 5}, (0, 0, 5)),
     ],
 )
-def test_worker_replica_bounds(kit, group, expected):
+def test_worker_replica_bounds(kit: SimpleNamespace, group: dict[str, Any], expected: tuple[Any, ...]) -> None:
     custom = {"rayCluster": {"workerGroupSpec": [{"groupName": "w", **group}]}}
     g = _group(kit.build(kit.template("ray", custom, 0)))
     assert (g["replicas"], g["minReplicas"], g["maxReplicas"]) == expected
@@ -138,25 +141,27 @@ def test_worker_replica_bounds(kit, group, expected):
         ({}, {"ttlSecondsAfterFinished": 100}, (True, 100)),
     ],
 )
-def test_shutdown_and_ttl(kit, job, config, expected):
+def test_shutdown_and_ttl(
+    kit: SimpleNamespace, job: dict[str, Any], config: dict[str, Any], expected: tuple[Any, ...]
+) -> None:
     obj = kit.build(kit.template("ray", ray_custom(**job), 0), config=BackendConfig.from_flyte_config({"ray": config}))
     assert (obj["spec"]["shutdownAfterJobFinishes"], obj["spec"].get("ttlSecondsAfterFinished")) == expected
 
 
-def test_deviation_ttl_without_shutdown_is_honoured(kit):
+def test_deviation_ttl_without_shutdown_is_honoured(kit: SimpleNamespace) -> None:
     # Flyte ignores a task TTL unless shutdown_after_job_finishes is also true (and then uses 3600 from config).
     obj = kit.build(kit.template("ray", ray_custom(ttlSecondsAfterFinished=600), 0))
     assert obj["spec"]["shutdownAfterJobFinishes"] is True and obj["spec"]["ttlSecondsAfterFinished"] == 600
 
 
-def test_deviation_no_ttl_without_shutdown(kit):
+def test_deviation_no_ttl_without_shutdown(kit: SimpleNamespace) -> None:
     # KubeRay rejects ttlSecondsAfterFinished > 0 with shutdown false; Flyte would write the config's 3600.
     cfg = BackendConfig.from_flyte_config({"ray": {"shutdownAfterJobFinishes": False, "ttlSecondsAfterFinished": 3600}})
     obj = kit.build(kit.template("ray", ray_custom(), 0), config=cfg)
     assert obj["spec"]["shutdownAfterJobFinishes"] is False and "ttlSecondsAfterFinished" not in obj["spec"]
 
 
-def test_runtime_env(kit):
+def test_runtime_env(kit: SimpleNamespace) -> None:
     env = {"pip": ["numpy"], "env_vars": {"A": "1"}}
     encoded = base64.b64encode(json.dumps(env).encode()).decode()
     obj = kit.build(kit.template("ray", ray_custom(runtimeEnv=encoded), 0))
@@ -168,12 +173,12 @@ def test_runtime_env(kit):
         kit.build(kit.template("ray", ray_custom(runtimeEnv="%%%"), 0))
 
 
-def test_entrypoint_quotes_empty_args(kit):
+def test_entrypoint_quotes_empty_args(kit: SimpleNamespace) -> None:
     obj = kit.build(kit.template("ray", ray_custom(), 0, args=["a", "", "b"]))
     assert obj["spec"]["entrypoint"] == "a '' b"
 
 
-def test_submitter_is_a_copy_of_the_task_pod(kit):
+def test_submitter_is_a_copy_of_the_task_pod(kit: SimpleNamespace) -> None:
     obj = kit.build(
         kit.template("ray", ray_custom(), 0, args=["pyflyte-execute", "x"]), kit.metadata(labels={"e": "1"})
     )
@@ -187,7 +192,7 @@ def test_submitter_is_a_copy_of_the_task_pod(kit):
     ("task_sa", "config_sa", "expected"),
     [("task-sa", "", "task-sa"), ("task-sa", "ray-sa", "ray-sa"), ("", "ray-sa", "ray-sa"), ("", "", None)],
 )
-def test_service_account(kit, task_sa, config_sa, expected):
+def test_service_account(kit: SimpleNamespace, task_sa: str, config_sa: str, expected: str | None) -> None:
     cfg = BackendConfig(ray=RayConfig(service_account=config_sa))
     obj = kit.build(kit.template("ray", ray_custom(), 0), kit.metadata(sa=task_sa), config=cfg)
     for spec in (
@@ -198,7 +203,7 @@ def test_service_account(kit, task_sa, config_sa, expected):
         assert spec.get("serviceAccountName") == expected
 
 
-def test_group_k8s_pod_overlay(kit):
+def test_group_k8s_pod_overlay(kit: SimpleNamespace) -> None:
     worker_pod = {
         "containers": [
             {
@@ -242,7 +247,7 @@ def test_group_k8s_pod_overlay(kit):
     assert "nodeSelector" not in head and "tolerations" not in head
 
 
-def test_autoscaler_options(kit):
+def test_autoscaler_options(kit: SimpleNamespace) -> None:
     opts = {
         "upscalingMode": "UPSCALING_MODE_CONSERVATIVE",
         "idleTimeoutSeconds": 30,
@@ -264,13 +269,13 @@ def test_autoscaler_options(kit):
     assert obj["spec"]["rayClusterSpec"]["autoscalerOptions"] == {"resources": {}}
 
 
-def test_deviation_unparsable_autoscaler_resources_are_an_error(kit):
+def test_deviation_unparsable_autoscaler_resources_are_an_error(kit: SimpleNamespace) -> None:
     opts = {"resources": {"requests": [{"name": "CPU", "value": "lots"}]}}
     with pytest.raises(BuildError, match=r"autoscalerOptions\.resources\.requests\.cpu"):
         kit.build(kit.template("ray", ray_custom(cluster={"autoscalerOptions": opts}), 0))
 
 
-def test_logs_sidecar(kit):
+def test_logs_sidecar(kit: SimpleNamespace) -> None:
     sidecar = {
         "name": "fluentbit",
         "image": "fluent/fluent-bit:2",
@@ -289,14 +294,14 @@ def test_logs_sidecar(kit):
     assert cfg.ray.logs_sidecar == sidecar  # config unchanged
 
 
-def test_name_within_ray_limit_and_deterministic(kit):
+def test_name_within_ray_limit_and_deterministic(kit: SimpleNamespace) -> None:
     m = kit.metadata(name="a" * 40, node="n-very-long-node-id")
     obj = kit.build(kit.template("ray", ray_custom(), 0), m)
     assert len(obj["metadata"]["name"]) <= 47
     assert obj == kit.build(kit.template("ray", ray_custom(), 0), m)
 
 
-def test_ray_version_is_ignored(kit):
+def test_ray_version_is_ignored(kit: SimpleNamespace) -> None:
     a = build_object(kit.template("ray", ray_custom(), 0), kit.metadata(), validate=False)
     b = build_object(kit.template("ray", ray_custom(), 3), kit.metadata(), validate=False)
     assert a == b
@@ -313,7 +318,7 @@ def test_ray_version_is_ignored(kit):
         ({"rayCluster": {"workerGroupSpec": {"groupName": "a"}}}, r"workerGroupSpec must be a list"),
     ],
 )
-def test_deviation_malformed_ray_customs(kit, custom, match):
+def test_deviation_malformed_ray_customs(kit: SimpleNamespace, custom: dict[str, Any], match: str) -> None:
     # Flyte panics on a missing rayCluster and passes the others to KubeRay, which rejects them.
     with pytest.raises(BuildError, match=match):
         kit.build(kit.template("ray", custom, 0))
@@ -334,7 +339,9 @@ SHELL_ATTACKS = [
 
 
 @pytest.mark.parametrize("attack", SHELL_ATTACKS)
-def test_input_values_reach_the_entrypoint_as_one_argument_whatever_shell_syntax_they_hold(kit, tmp_path, attack):
+def test_input_values_reach_the_entrypoint_as_one_argument_whatever_shell_syntax_they_hold(
+    kit: SimpleNamespace, tmp_path: Path, attack: Any
+) -> None:
     # KubeRay's head runs the entrypoint through a shell; run it through a real one, with a program that
     # prints the arguments it received in place of pyflyte-execute.
     import subprocess

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 from flytekitplugins.kubejobs.backend import BuildError
 
@@ -30,7 +33,7 @@ TF = [
 
 
 @pytest.mark.parametrize(("custom", "version", "roles"), [c[1:] for c in TF], ids=[c[0] for c in TF])
-def test_tf_replica_specs(kit, custom, version, roles):
+def test_tf_replica_specs(kit: SimpleNamespace, custom: Any, version: Any, roles: Any) -> None:
     obj = kit.build(kit.template("tensorflow", custom, version))
     assert obj["kind"] == "TFJob"
     specs = obj["spec"]["tfReplicaSpecs"]
@@ -41,7 +44,7 @@ def test_tf_replica_specs(kit, custom, version, roles):
     assert set(obj["spec"]) == {"tfReplicaSpecs", "runPolicy"}
 
 
-def test_tf_per_role_settings(kit):
+def test_tf_per_role_settings(kit: SimpleNamespace) -> None:
     custom = {
         "workerReplicas": {"replicas": 2, "image": "w:1", "restartPolicy": "RESTART_POLICY_ON_FAILURE"},
         "psReplicas": {"replicas": 1, "resources": {"limits": [{"name": "CPU", "value": "2"}]}},
@@ -58,7 +61,7 @@ def test_tf_per_role_settings(kit):
 
 
 @pytest.mark.parametrize(("custom", "version"), [({"psReplicas": {"replicas": 1}}, 1), ({}, 1), ({"psReplicas": 1}, 0)])
-def test_tf_needs_workers(kit, custom, version):
+def test_tf_needs_workers(kit: SimpleNamespace, custom: dict[str, Any], version: int) -> None:
     with pytest.raises(BuildError, match="number of workers must be greater than 0"):
         kit.build(kit.template("tensorflow", custom, version))
 
@@ -78,7 +81,7 @@ MPI = [
 
 
 @pytest.mark.parametrize(("custom", "version", "roles", "slots"), [c[1:] for c in MPI], ids=[c[0] for c in MPI])
-def test_mpi_replica_specs(kit, custom, version, roles, slots):
+def test_mpi_replica_specs(kit: SimpleNamespace, custom: Any, version: Any, roles: Any, slots: Any) -> None:
     obj = kit.build(kit.template("mpi", custom, version))
     assert obj["kind"] == "MPIJob"
     specs = obj["spec"]["mpiReplicaSpecs"]
@@ -89,13 +92,13 @@ def test_mpi_replica_specs(kit, custom, version, roles, slots):
         assert [c["name"] for c in spec["template"]["spec"]["containers"]] == ["mpi"]
 
 
-def test_deviation_mpi_v1_slots_become_slots_per_worker(kit):
+def test_deviation_mpi_v1_slots_become_slots_per_worker(kit: SimpleNamespace) -> None:
     # Flyte writes slotsPerWorker 1 whatever the custom says, while flytekit's mpirun line uses -np workers*slots.
     obj = kit.build(kit.template("mpi", {"workerReplicas": {"replicas": 2}, "slots": 3}))
     assert obj["spec"]["slotsPerWorker"] == 3
 
 
-def test_mpi_v1_commands_go_to_args(kit):
+def test_mpi_v1_commands_go_to_args(kit: SimpleNamespace) -> None:
     mpirun = ["mpirun", "--allow-run-as-root", "-np", "4", "python", "train.py"]
     custom = {"workerReplicas": {"replicas": 2, "command": ["sshd", "-D"]}, "launcherReplicas": {"command": mpirun}}
     obj = kit.build(kit.template("mpi", custom, args=["pyflyte-execute", "x"]))
@@ -105,14 +108,14 @@ def test_mpi_v1_commands_go_to_args(kit):
     assert worker["args"] == ["sshd", "-D"]
 
 
-def test_mpi_v1_without_command_keeps_task_args(kit):
+def test_mpi_v1_without_command_keeps_task_args(kit: SimpleNamespace) -> None:
     obj = kit.build(kit.template("mpi", {"workerReplicas": {"replicas": 1}}, args=["mpirun", "-np", "1", "x"]))
     for spec in obj["spec"]["mpiReplicaSpecs"].values():
         assert spec["template"]["spec"]["containers"][0]["args"] == ["mpirun", "-np", "1", "x"]
 
 
 @pytest.mark.parametrize(("command", "args"), [("sshd -D -e", ["sshd", "-D", "-e"]), (None, []), ("", [])])
-def test_mpi_v0_worker_spec_command(kit, command, args):
+def test_mpi_v0_worker_spec_command(kit: SimpleNamespace, command: str | None, args: list[Any]) -> None:
     config = {} if command is None else {"worker_spec_command": command}
     obj = kit.build(kit.template("mpi", {"numWorkers": 2}, 0, args=["mpirun", "x"], config=config))
     worker = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
@@ -122,12 +125,12 @@ def test_mpi_v0_worker_spec_command(kit, command, args):
 
 
 @pytest.mark.parametrize(("custom", "version"), [({"launcherReplicas": {"replicas": 1}}, 1), ({"numWorkers": 0}, 0)])
-def test_mpi_needs_workers(kit, custom, version):
+def test_mpi_needs_workers(kit: SimpleNamespace, custom: dict[str, Any], version: int) -> None:
     with pytest.raises(BuildError, match="number of workers must be greater than 0"):
         kit.build(kit.template("mpi", custom, version))
 
 
-def test_deviation_negative_replicas_are_an_error(kit):
+def test_deviation_negative_replicas_are_an_error(kit: SimpleNamespace) -> None:
     # Flyte drops a negative-count role silently (TF/PyTorch) or passes it on; here it names the role.
     with pytest.raises(BuildError, match="Worker replicas must not be negative"):
         kit.build(kit.template("tensorflow", {"workerReplicas": {"replicas": -2}}))

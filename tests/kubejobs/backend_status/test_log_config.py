@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+from typing import Any
 
 import pytest
 from flytekitplugins.kubejobs.backend import logs as logs_module
@@ -10,7 +11,7 @@ from flytekitplugins.kubejobs.backend import status as status_module
 from flytekitplugins.kubejobs.backend.logs import LogConfig, MessageFormat, TemplateLogPlugin
 
 
-def test_defaults_are_propellers():
+def test_defaults_are_propellers() -> None:
     config = LogConfig()
     assert config.kubernetes_enabled is True
     assert config.kubernetes_template_uri == (
@@ -22,7 +23,7 @@ def test_defaults_are_propellers():
     assert LogConfig.from_flyte_config({}) == config
 
 
-def test_every_key_is_read():
+def test_every_key_is_read() -> None:
     section = {
         "kubernetes-enabled": False,
         "kubernetes-url": "https://k",
@@ -56,7 +57,7 @@ def test_every_key_is_read():
     )
 
 
-def test_section_overlays_a_base_and_keeps_what_it_leaves_out():
+def test_section_overlays_a_base_and_keeps_what_it_leaves_out() -> None:
     base = LogConfig.empty()
     config = LogConfig.from_flyte_config({"cloudwatch-enabled": True}, base=base)
     assert (config.kubernetes_enabled, config.cloudwatch_enabled) == (False, True)
@@ -76,12 +77,12 @@ def test_section_overlays_a_base_and_keeps_what_it_leaves_out():
         ({"dynamic-log-links": ["ide"]}, TypeError, "plugins.logs.dynamic-log-links"),
     ],
 )
-def test_bad_sections_name_the_key(section, error, names):
+def test_bad_sections_name_the_key(section: dict[str, Any], error: Any, names: str) -> None:
     with pytest.raises(error, match=names.replace(".", r"\.")):
         LogConfig.from_flyte_config(section)
 
 
-def test_direct_construction_is_checked():
+def test_direct_construction_is_checked() -> None:
     with pytest.raises(TypeError, match=r"LogConfig\.kubernetes_enabled"):
         LogConfig(kubernetes_enabled="true")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"LogConfig\.templates\[0\]"):
@@ -90,6 +91,6 @@ def test_direct_construction_is_checked():
 
 
 @pytest.mark.parametrize("module", [logs_module, status_module], ids=lambda m: m.__name__)
-def test_docstring_examples_run(module):
+def test_docstring_examples_run(module: Any) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

@@ -3,6 +3,10 @@ templates; times are NOW-30s (creation, 1796039970) and NOW (finish, 1796040000)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Optional
+
 import pytest
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
 from flyteidl.core.execution_pb2 import TaskLog
@@ -21,11 +25,11 @@ K8S = "http://localhost:30082/#!/log/ns/{pod}/pod?namespace=ns"
 RUNNING = [("Created", "True", -20, "JobCreated", ""), ("Running", "True", -10, "JobRunning", "")]
 
 
-def links(info):
+def links(info: Any) -> list[tuple[str, str]]:
     return [(link.name, link.uri) for link in info.logs]
 
 
-def k8s(*pods, names=None):
+def k8s(*pods: str, names: Optional[list[str]] = None) -> list[tuple[str, str]]:
     names = names or ["Kubernetes Logs"] * len(pods)
     return [(name, K8S.format(pod=pod)) for name, pod in zip(names, pods, strict=True)]
 
@@ -50,14 +54,14 @@ def metadata() -> TaskExecutionMetadata:
     )
 
 
-def with_logs(section: dict) -> BackendConfig:
+def with_logs(section: dict[str, Any]) -> BackendConfig:
     return BackendConfig.from_flyte_config({"logs": section})
 
 
 # --- pods per kind (default config: the Kubernetes dashboard on localhost:30082) ------------------------
 
 
-def test_pytorch_master_then_workers(kubeflow_job, now):
+def test_pytorch_master_then_workers(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     info = task_phase(kubeflow_job("PyTorchJob", replicas={"Master": 1, "Worker": 2}, conditions=RUNNING), now=now)
     assert links(info) == [
         ("Kubernetes Logsmaster", "http://localhost:30082/#!/log/ns/job-master-0/pod?namespace=ns"),
@@ -66,22 +70,22 @@ def test_pytorch_master_then_workers(kubeflow_job, now):
     ]
 
 
-def test_pytorch_master_only_job(kubeflow_job, now):
+def test_pytorch_master_only_job(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     info = task_phase(kubeflow_job("PyTorchJob", replicas={"Master": 1}, conditions=RUNNING), now=now)
     assert links(info) == k8s("job-master-0", names=["Kubernetes Logsmaster"])
 
 
-def test_elastic_pytorch_has_worker_links_only(kubeflow_job, now):
+def test_elastic_pytorch_has_worker_links_only(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     info = task_phase(kubeflow_job("PyTorchJob", replicas={"Worker": 3}, conditions=RUNNING), now=now)
     assert links(info) == k8s("job-worker-0", "job-worker-1", "job-worker-2")
 
 
-def test_mpi_links_workers_not_the_launcher(kubeflow_job, now):
+def test_mpi_links_workers_not_the_launcher(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     info = task_phase(kubeflow_job("MPIJob", replicas={"Launcher": 1, "Worker": 2}, conditions=RUNNING), now=now)
     assert links(info) == k8s("job-worker-0", "job-worker-1")
 
 
-def test_tf_links_use_the_operators_pod_names(kubeflow_job, now):
+def test_tf_links_use_the_operators_pod_names(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     # Deviation: Go links job-psReplica-N, job-chiefReplica-0 and job-evaluatorReplica-0, which never exist.
     replicas = {"Chief": 1, "Worker": 2, "PS": 2, "Evaluator": 2}
     info = task_phase(kubeflow_job("TFJob", replicas=replicas, conditions=RUNNING), now=now)
@@ -90,7 +94,9 @@ def test_tf_links_use_the_operators_pod_names(kubeflow_job, now):
     )
 
 
-def test_tf_ps_chief_evaluator_links_carry_container_and_times(kubeflow_job, now):
+def test_tf_ps_chief_evaluator_links_carry_container_and_times(
+    kubeflow_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     # Deviation: Go gives those three roles no container name and no times.
     config = with_logs(
         {
@@ -110,7 +116,7 @@ def test_tf_ps_chief_evaluator_links_carry_container_and_times(kubeflow_job, now
     ]
 
 
-def test_missing_or_zero_roles_get_no_links(kubeflow_job, now):
+def test_missing_or_zero_roles_get_no_links(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     info = task_phase(kubeflow_job("TFJob", replicas={"Worker": 1, "PS": 0}, conditions=RUNNING), now=now)
     assert links(info) == k8s("job-worker-0")
     job = kubeflow_job("TFJob", replicas={"Worker": 1}, conditions=RUNNING)
@@ -118,14 +124,16 @@ def test_missing_or_zero_roles_get_no_links(kubeflow_job, now):
     assert task_phase(job, now=now).logs == ()
 
 
-def test_links_are_listed_for_at_most_max_pods_per_role(kubeflow_job, now):
+def test_links_are_listed_for_at_most_max_pods_per_role(
+    kubeflow_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     job = kubeflow_job("MPIJob", replicas={"Launcher": 1, "Worker": 2**31 - 1}, conditions=RUNNING)
     info = task_phase(job, now=now)
     assert len(info.logs) == MAX_LINKED_PODS_PER_ROLE
     assert info.logs[-1].uri == K8S.format(pod=f"job-worker-{MAX_LINKED_PODS_PER_ROLE - 1}")
 
 
-def test_links_are_present_in_every_phase(kubeflow_job, now):
+def test_links_are_present_in_every_phase(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     stalled = task_phase(kubeflow_job("PyTorchJob", conditions=None, start=None, created=-600), now=now)
     assert links(stalled) == k8s("job-worker-0")
 
@@ -133,18 +141,22 @@ def test_links_are_present_in_every_phase(kubeflow_job, now):
 # --- providers ----------------------------------------------------------------------------------------
 
 
-def test_kubernetes_url_builds_the_dashboard_template(kubeflow_job, now):
+def test_kubernetes_url_builds_the_dashboard_template(
+    kubeflow_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     # Deviation: propeller keeps its localhost template when only kubernetes-url is set.
     info = task_phase(kubeflow_job("MPIJob"), with_logs({"kubernetes-url": "https://k8s.example.com"}), now=now)
     assert links(info) == [("Kubernetes Logs", "https://k8s.example.com/#!/log/ns/job-worker-0/pod?namespace=ns")]
 
 
-def test_kubernetes_template_uri_wins_over_url(kubeflow_job, now):
+def test_kubernetes_template_uri_wins_over_url(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     config = with_logs({"kubernetes-url": "https://ignored", "kubernetes-template-uri": "https://k/{{ .podName }}"})
     assert links(task_phase(kubeflow_job("MPIJob"), config, now=now)) == [("Kubernetes Logs", "https://k/job-worker-0")]
 
 
-def test_cloudwatch_default_template_leaves_empty_container_id_literal(kubeflow_job, now):
+def test_cloudwatch_default_template_leaves_empty_container_id_literal(
+    kubeflow_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     config = with_logs(
         {
             "kubernetes-enabled": False,
@@ -163,7 +175,7 @@ def test_cloudwatch_default_template_leaves_empty_container_id_literal(kubeflow_
     ]
 
 
-def test_stackdriver_default_template(kubeflow_job, now):
+def test_stackdriver_default_template(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     config = with_logs(
         {
             "kubernetes-enabled": False,
@@ -182,7 +194,7 @@ def test_stackdriver_default_template(kubeflow_job, now):
     ]
 
 
-def test_provider_order_per_pod(kubeflow_job, now):
+def test_provider_order_per_pod(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     config = with_logs(
         {
             "kubernetes-template-uri": "k/{{ .podName }}",
@@ -219,7 +231,7 @@ ALL_VARS = (
 )
 
 
-def test_every_template_variable(kubeflow_job, now):
+def test_every_template_variable(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     config = with_logs({"kubernetes-enabled": False, "templates": [{"displayName": "All", "templateUris": [ALL_VARS]}]})
     job = kubeflow_job("PyTorchJob", name="abc123-n0-2", replicas={"Master": 1})
     assert [link.uri for link in task_phase(job, config, metadata(), now).logs] == [
@@ -230,21 +242,27 @@ def test_every_template_variable(kubeflow_job, now):
     ]
 
 
-def test_task_variables_stay_literal_without_metadata(kubeflow_job, now):
+def test_task_variables_stay_literal_without_metadata(
+    kubeflow_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     config = with_logs({"kubernetes-template-uri": "x/{{ .taskID }}/{{ .executionName }}/{{ .podName }}"})
     assert [link.uri for link in task_phase(kubeflow_job("MPIJob"), config, now=now).logs] == [
         "x/{{ .taskID }}/{{ .executionName }}/job-worker-0"
     ]
 
 
-def test_variables_are_case_insensitive_and_accept_dollar(kubeflow_job, now):
+def test_variables_are_case_insensitive_and_accept_dollar(
+    kubeflow_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     config = with_logs({"kubernetes-template-uri": "{{.PODNAME}}|{{   $namespace }}|{{ .PodName}}|{{ podName }}"})
     assert [link.uri for link in task_phase(kubeflow_job("MPIJob"), config, now=now).logs] == [
         "job-worker-0|ns|job-worker-0|{{ podName }}"
     ]
 
 
-def test_display_names_are_templated_and_message_format_kept(kubeflow_job, now):
+def test_display_names_are_templated_and_message_format_kept(
+    kubeflow_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     config = with_logs(
         {
             "kubernetes-enabled": False,
@@ -271,7 +289,7 @@ def test_display_names_are_templated_and_message_format_kept(kubeflow_job, now):
     ]
 
 
-def test_to_task_logs_default_links_are_json(kubeflow_job, now):
+def test_to_task_logs_default_links_are_json(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     info = task_phase(kubeflow_job("MPIJob"), now=now)
     assert info.to_task_logs() == [
         TaskLog(
@@ -282,7 +300,9 @@ def test_to_task_logs_default_links_are_json(kubeflow_job, now):
     ]
 
 
-def test_dynamic_links_fire_when_link_type_names_them(kubeflow_job, now):
+def test_dynamic_links_fire_when_link_type_names_them(
+    kubeflow_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     config = with_logs(
         {
             "kubernetes-template-uri": "k/{{ .podName }}",
@@ -316,7 +336,9 @@ def test_dynamic_links_fire_when_link_type_names_them(kubeflow_job, now):
     ]
 
 
-def test_namespace_falls_back_to_the_execution_metadata(kubeflow_job, now):
+def test_namespace_falls_back_to_the_execution_metadata(
+    kubeflow_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     job = kubeflow_job("MPIJob")
     del job["metadata"]["namespace"]
     assert [link.uri for link in task_phase(job, metadata=metadata(), now=now).logs] == [
@@ -339,11 +361,11 @@ DASHBOARD = {
 }
 
 
-def test_ray_has_no_links_by_default(ray_job, now):
+def test_ray_has_no_links_by_default(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     assert task_phase(ray_job(), now=now).logs == ()
 
 
-def test_ray_logs_config_links_the_head_pod(ray_job, now):
+def test_ray_logs_config_links_the_head_pod(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     # plugins.ray.logs starts from the Go zero value: the Kubernetes provider stays off unless enabled there.
     config = BackendConfig.from_flyte_config({"ray": {"logs": {"templates": [RAY_TEMPLATE]}}})
     assert links(task_phase(ray_job(), config, now=now)) == [
@@ -351,7 +373,9 @@ def test_ray_logs_config_links_the_head_pod(ray_job, now):
     ]
 
 
-def test_ray_variables_stay_literal_before_the_cluster_exists(ray_job, now):
+def test_ray_variables_stay_literal_before_the_cluster_exists(
+    ray_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     config = BackendConfig.from_flyte_config({"ray": {"logs": {"templates": [RAY_TEMPLATE]}}})
     info = task_phase(ray_job("", "", cluster=None, job_id=None, dashboard=None), config, now=now)
     assert links(info) == [
@@ -359,7 +383,7 @@ def test_ray_variables_stay_literal_before_the_cluster_exists(ray_job, now):
     ]
 
 
-def test_ray_global_logs_section_is_not_used(ray_job, now):
+def test_ray_global_logs_section_is_not_used(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     config = with_logs({"kubernetes-template-uri": "k/{{ .podName }}"})
     assert task_phase(ray_job(), config, now=now).logs == ()
 
@@ -373,26 +397,28 @@ def test_ray_global_logs_section_is_not_used(ray_job, now):
         ("RUNNING", None, []),
     ],
 )
-def test_ray_dashboard_link_only_while_running(ray_job, now, job_status, dashboard, expected):
+def test_ray_dashboard_link_only_while_running(
+    ray_job: Callable[..., dict[str, Any]], now: datetime, job_status: str, dashboard: str | None, expected: list[Any]
+) -> None:
     config = BackendConfig.from_flyte_config({"ray": {"dashboardURLTemplate": DASHBOARD}})
     assert links(task_phase(ray_job("Running", job_status, dashboard=dashboard), config, now=now)) == expected
 
 
-def test_ray_dashboard_follows_the_log_links(ray_job, now):
+def test_ray_dashboard_follows_the_log_links(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     config = BackendConfig.from_flyte_config(
         {"ray": {"logs": {"templates": [RAY_TEMPLATE]}, "dashboardURLTemplate": DASHBOARD}}
     )
     assert [name for name, _ in links(task_phase(ray_job(), config, now=now))] == ["Ray Logs", "Ray Dashboard"]
 
 
-def test_log_config_for_ray_can_enable_kubernetes(ray_job, now):
+def test_log_config_for_ray_can_enable_kubernetes(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     config = BackendConfig.from_flyte_config(
         {"ray": {"logs": {"kubernetes-enabled": True, "kubernetes-template-uri": "k/{{ .podName }}"}}}
     )
     assert links(task_phase(ray_job(), config, now=now)) == [("Kubernetes Logs", "k/rj-raycluster-abcde-head")]
 
 
-def test_empty_log_config_renders_nothing(kubeflow_job, now):
+def test_empty_log_config_renders_nothing(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     from dataclasses import replace
 
     config = replace(BackendConfig(), logs=LogConfig.empty())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -45,12 +46,12 @@ NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
         ({"kind": "RayJob", "status": {"endTime": "0001-01-01T00:00:00+05:00"}}, "RayJob.status.endTime"),
     ],
 )
-def test_malformed_object_is_a_value_error_naming_the_field(obj, names):
+def test_malformed_object_is_a_value_error_naming_the_field(obj: Any, names: str) -> None:
     with pytest.raises(ValueError, match=names.replace(".", r"\.")):
         task_phase(obj, now=NOW)
 
 
-def test_bare_objects_get_a_phase():
+def test_bare_objects_get_a_phase() -> None:
     # No metadata, spec or status at all: nothing is known yet, and no creation time means no stall check.
     assert task_phase({"kind": "PyTorchJob"}, now=NOW).phase is Phase.QUEUED
     assert task_phase({"kind": "RayJob"}, now=NOW).reason == "Scheduling"
@@ -58,7 +59,7 @@ def test_bare_objects_get_a_phase():
     assert task_phase(nulls, now=NOW).phase is Phase.QUEUED
 
 
-def test_input_object_is_not_modified(kubeflow_job):
+def test_input_object_is_not_modified(kubeflow_job: Callable[..., dict[str, Any]]) -> None:
     import copy
 
     job = kubeflow_job("PyTorchJob", conditions=[("Running", "True", -5, "", ""), ("Created", "True", -9, "", "")])
@@ -166,7 +167,7 @@ def _objects(draw: Any) -> dict[str, Any]:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(obj=_objects(), now=st.datetimes(timezones=st.just(timezone.utc)))
-def test_fuzzed_objects_give_a_phase_or_a_value_error(obj, now):
+def test_fuzzed_objects_give_a_phase_or_a_value_error(obj: Any, now: datetime) -> None:
     try:
         info = task_phase(obj, now=now)
     except ValueError as e:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 from flytekitplugins.kubejobs.backend.status import ErrorKind, Phase, task_phase
@@ -22,7 +24,9 @@ GO_TABLE = [
 
 
 @pytest.mark.parametrize(("deployment", "job_status", "phase", "reason"), GO_TABLE)
-def test_deployment_status_maps_to_go_phase(ray_job, now, deployment, job_status, phase, reason):
+def test_deployment_status_maps_to_go_phase(
+    ray_job: Callable[..., dict[str, Any]], now: datetime, deployment: Any, job_status: Any, phase: Any, reason: Any
+) -> None:
     info = task_phase(ray_job(deployment, job_status), now=now)
     assert info.phase is phase
     if reason is not None:
@@ -48,7 +52,9 @@ FAILED_REASONS = [
 
 
 @pytest.mark.parametrize(("reason", "phase", "kind"), FAILED_REASONS)
-def test_failed_deployment_by_reason(ray_job, now, reason, phase, kind):
+def test_failed_deployment_by_reason(
+    ray_job: Callable[..., dict[str, Any]], now: datetime, reason: Any, phase: Any, kind: Any
+) -> None:
     job = ray_job("Failed", "FAILED", reason=reason, message="it broke", end=-1)
     info = task_phase(job, now=now)
     assert (info.phase, info.error_kind, info.reason) == (phase, kind, reason)
@@ -56,20 +62,24 @@ def test_failed_deployment_by_reason(ray_job, now, reason, phase, kind):
     assert info.message == f"Failed to run Ray job rj with error: [{reason}] it broke"
 
 
-def test_failed_without_reason_is_a_retryable_system_failure_as_in_go(ray_job, now):
+def test_failed_without_reason_is_a_retryable_system_failure_as_in_go(
+    ray_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     info = task_phase(ray_job("Failed", "", message="boom"), now=now)
     assert (info.phase, info.error_kind) == (Phase.RETRYABLE_FAILURE, ErrorKind.SYSTEM)
     assert info.message == "Failed to run Ray job rj with error: [] boom"
 
 
-def test_complete_with_failed_job_status_is_a_failure(ray_job, now):
+def test_complete_with_failed_job_status_is_a_failure(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     # Deviation: older KubeRay marks failed jobs Complete; Go would report Success.
     info = task_phase(ray_job("Complete", "FAILED", message="exit 1"), now=now)
     assert (info.phase, info.error_kind) == (Phase.RETRYABLE_FAILURE, ErrorKind.USER)
     assert info.message == "Failed to run Ray job rj with error: [AppFailed] exit 1"
 
 
-def test_complete_with_stopped_job_is_a_permanent_failure(ray_job, now):
+def test_complete_with_stopped_job_is_a_permanent_failure(
+    ray_job: Callable[..., dict[str, Any]], now: datetime
+) -> None:
     # Deviation: a job stopped with `ray job stop` wrote no outputs; Go would report Success.
     info = task_phase(ray_job("Complete", "STOPPED"), now=now)
     assert info.phase is Phase.PERMANENT_FAILURE
@@ -86,7 +96,9 @@ def test_complete_with_stopped_job_is_a_permanent_failure(ray_job, now):
         pytest.param("Teleporting", None, Phase.QUEUED, id="unknown-not-started"),
     ],
 )
-def test_states_go_turns_into_errors_get_a_phase(ray_job, now, deployment, start, phase):
+def test_states_go_turns_into_errors_get_a_phase(
+    ray_job: Callable[..., dict[str, Any]], now: datetime, deployment: str, start: int | None, phase: Any
+) -> None:
     info = task_phase(ray_job(deployment, "", message="spec.entrypoint is empty", start=start), now=now)
     assert info.phase is phase
     if deployment == "Teleporting":
@@ -95,12 +107,12 @@ def test_states_go_turns_into_errors_get_a_phase(ray_job, now, deployment, start
         assert "spec.entrypoint is empty" in info.message
 
 
-def test_ray_has_no_operator_stall_timeout(ray_job, now):
+def test_ray_has_no_operator_stall_timeout(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     info = task_phase(ray_job(None, None, start=None, created=-86400, cluster=None, job_id=None), now=now)
     assert (info.phase, info.reason) == (Phase.QUEUED, "Scheduling")
 
 
-def test_ray_times_are_start_and_end_time(ray_job, now):
+def test_ray_times_are_start_and_end_time(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     info = task_phase(ray_job("Complete", "SUCCEEDED", start=-20, end=-2), now=now)
     assert info.start_time == datetime(2026, 11, 30, 11, 59, 40, tzinfo=timezone.utc)
     assert info.finish_time == datetime(2026, 11, 30, 11, 59, 58, tzinfo=timezone.utc)

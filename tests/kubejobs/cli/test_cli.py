@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -46,7 +47,7 @@ def no_traceback(text: str) -> bool:
 # ---- validate -------------------------------------------------------------------------------------------------
 
 
-def test_validate_good_manifest_prints_ok_lines(crd_dir):
+def test_validate_good_manifest_prints_ok_lines(crd_dir: Path) -> None:
     code, out, err = run("validate", str(GOOD), "--crd-dir", str(crd_dir))
     assert code == 0, err
     assert out.splitlines() == [
@@ -56,7 +57,7 @@ def test_validate_good_manifest_prints_ok_lines(crd_dir):
     assert "ConfigMap" in err and "skipped" in err
 
 
-def test_validate_bad_manifest_lists_each_problem_on_one_line(crd_dir):
+def test_validate_bad_manifest_lists_each_problem_on_one_line(crd_dir: Path) -> None:
     code, out, err = run("validate", str(BAD), "--crd-dir", str(crd_dir))
     assert code == 1 and out == ""
     lines = err.splitlines()
@@ -65,14 +66,14 @@ def test_validate_bad_manifest_lists_each_problem_on_one_line(crd_dir):
     assert "spec.pytorchReplicaSpecs.Master.replicas: must be set to 1" in lines[1]
 
 
-def test_validate_without_schemas_checks_rules_and_says_so():
+def test_validate_without_schemas_checks_rules_and_says_so() -> None:
     code, _, err = run("validate", str(BAD))
     assert code == 1
     assert "warning: no --crd-dir or --from-cluster" in err
     assert "Master.replicas" in err and "Worker.replica:" not in err  # the typo needs the schema
 
 
-def test_validate_reads_json_from_stdin(crd_dir):
+def test_validate_reads_json_from_stdin(crd_dir: Path) -> None:
     doc = yaml.safe_load(BAD.read_text())
     doc["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 1
     del doc["spec"]["pytorchReplicaSpecs"]["Worker"]["replica"]
@@ -89,7 +90,7 @@ def test_validate_reads_json_from_stdin(crd_dir):
     ],
     ids=["missing file", "bad yaml", "no job"],
 )
-def test_validate_errors_are_one_line(tmp_path, setup, message):
+def test_validate_errors_are_one_line(tmp_path: Path, setup: Any, message: str) -> None:
     path = tmp_path / "manifest.yaml"
     setup(path)
     code, _, err = run("validate", str(path))
@@ -97,13 +98,15 @@ def test_validate_errors_are_one_line(tmp_path, setup, message):
     assert err.strip().splitlines()[-1].startswith("error:")
 
 
-def test_validate_refuses_both_schema_sources(crd_dir):
+def test_validate_refuses_both_schema_sources(crd_dir: Path) -> None:
     code, _, err = run("validate", str(GOOD), "--crd-dir", str(crd_dir), "--from-cluster")
     assert code == 1 and "not both" in err
 
 
-def test_validate_from_cluster_reads_the_crds_of_the_fake_api_server(crd_dir, tmp_path, monkeypatch):
-    from flytekitplugins.kubejobs.testing import FakeApiServer
+def test_validate_from_cluster_reads_the_crds_of_the_fake_api_server(
+    crd_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fakeapi import FakeApiServer
 
     with FakeApiServer(crd_dir=crd_dir) as server:
         kubeconfig = tmp_path / "kubeconfig"
@@ -125,7 +128,9 @@ def test_validate_from_cluster_reads_the_crds_of_the_fake_api_server(crd_dir, tm
         assert code == 1 and "give either --crd-dir or --from-cluster, not both" in err
 
 
-def test_validate_from_cluster_without_a_kubeconfig_is_one_line(tmp_path, monkeypatch):
+def test_validate_from_cluster_without_a_kubeconfig_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
@@ -134,8 +139,10 @@ def test_validate_from_cluster_without_a_kubeconfig_is_one_line(tmp_path, monkey
     assert code == 1 and "error: --from-cluster: no usable kubeconfig" in err and no_traceback(err)
 
 
-def test_validate_from_cluster_with_the_server_down_is_one_line(crd_dir, tmp_path, monkeypatch):
-    from flytekitplugins.kubejobs.testing import FakeApiServer
+def test_validate_from_cluster_with_the_server_down_is_one_line(
+    crd_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fakeapi import FakeApiServer
 
     with FakeApiServer() as server:
         config = server.kubeconfig()
@@ -158,7 +165,7 @@ def render(*args: str) -> tuple[int, str, str]:
     return run("render", str(TASKS), *args)
 
 
-def test_render_pytorch_builds_a_valid_object(crd_dir):
+def test_render_pytorch_builds_a_valid_object(crd_dir: Path) -> None:
     code, out, err = render("train_pytorch", "--crd-dir", str(crd_dir))
     assert code == 0, err
     obj = yaml.safe_load(out)
@@ -182,7 +189,7 @@ def test_render_pytorch_builds_a_valid_object(crd_dir):
         ("train_elastic", "PyTorchJob", {"Worker": 3}),
     ],
 )
-def test_render_other_kinds_as_json(crd_dir, task, kind, counts):
+def test_render_other_kinds_as_json(crd_dir: Path, task: str, kind: str, counts: dict[str, Any]) -> None:
     code, out, err = render(task, "--crd-dir", str(crd_dir), "-o", "json", "--namespace", "team-a")
     assert code == 0, err
     obj = json.loads(out)
@@ -192,7 +199,7 @@ def test_render_other_kinds_as_json(crd_dir, task, kind, counts):
 
 
 @pytest.mark.parametrize("task", ["train_pytorch", "train_tensorflow", "train_mpi", "train_ray"])
-def test_render_tasks_of_the_official_plugins(crd_dir, task):
+def test_render_tasks_of_the_official_plugins(crd_dir: Path, task: str) -> None:
     # Drop-in API: the official plugins' task of the same config renders a valid object of the same shape.
     code, out, err = run("render", str(OFFICIAL_TASKS), task, "--crd-dir", str(crd_dir), "-o", "json")
     assert code == 0, err
@@ -200,7 +207,7 @@ def test_render_tasks_of_the_official_plugins(crd_dir, task):
     ours = json.loads(render(task, "--crd-dir", str(crd_dir), "-o", "json")[1])
     assert official["kind"] == ours["kind"]
 
-    def counts(obj):
+    def counts(obj: dict[str, Any]) -> Any:
         spec = obj["spec"]
         if obj["kind"] == "RayJob":
             return [(g["groupName"], g["replicas"]) for g in spec["rayClusterSpec"]["workerGroupSpecs"]]
@@ -209,7 +216,7 @@ def test_render_tasks_of_the_official_plugins(crd_dir, task):
     assert counts(official) == counts(ours)
 
 
-def test_render_ray(crd_dir):
+def test_render_ray(crd_dir: Path) -> None:
     code, out, err = render("train_ray", "--crd-dir", str(crd_dir))
     assert code == 0, err
     spec = yaml.safe_load(out)["spec"]
@@ -226,7 +233,9 @@ def test_render_ray(crd_dir):
         ("train_mpi", {"Launcher": 1, "Worker": 2}, "workerReplicas.resources"),
     ],
 )
-def test_render_version_0_keeps_the_counts_an_old_client_sends(crd_dir, task, counts, dropped):
+def test_render_version_0_keeps_the_counts_an_old_client_sends(
+    crd_dir: Path, task: str, counts: dict[str, Any], dropped: str
+) -> None:
     code, out, err = render(task, "--version", "0", "--crd-dir", str(crd_dir))
     assert code == 0, err
     specs = next(v for k, v in yaml.safe_load(out)["spec"].items() if k.endswith("ReplicaSpecs"))
@@ -234,14 +243,14 @@ def test_render_version_0_keeps_the_counts_an_old_client_sends(crd_dir, task, co
     assert "task_type_version 0 cannot carry" in err and dropped in err
 
 
-def test_render_version_0_keeps_the_elastic_config(crd_dir):
+def test_render_version_0_keeps_the_elastic_config(crd_dir: Path) -> None:
     code, out, err = render("train_elastic", "--version", "0", "--crd-dir", str(crd_dir))
     assert code == 0, err
     elastic = yaml.safe_load(out)["spec"]["elasticPolicy"]
     assert (elastic["minReplicas"], elastic["maxReplicas"], elastic["nProcPerNode"]) == (1, 3, 2)
 
 
-def test_render_reports_an_invalid_object_with_its_path(crd_dir):
+def test_render_reports_an_invalid_object_with_its_path(crd_dir: Path) -> None:
     code, out, err = render("bad_sidecar_name", "--crd-dir", str(crd_dir))
     assert code == 1 and out == "" and no_traceback(err)
     invalid = [line for line in err.splitlines() if line.startswith("invalid: ")]
@@ -264,7 +273,7 @@ def test_render_reports_an_invalid_object_with_its_path(crd_dir):
         ),
     ],
 )
-def test_render_errors_are_one_line(args, message):
+def test_render_errors_are_one_line(args: list[Any], message: str) -> None:
     code, out, err = render(*args)
     assert code == 1 and out == "" and message in err and no_traceback(err)
 
@@ -278,7 +287,7 @@ def script(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_console_script_validates_and_renders(crd_dir, tmp_path):
+def test_console_script_validates_and_renders(crd_dir: Path, tmp_path: Path) -> None:
     good = script("validate", str(GOOD), "--crd-dir", str(crd_dir))
     assert good.returncode == 0 and good.stdout.count("ok: ") == 2, good.stderr
     bad = script("validate", str(BAD), "--crd-dir", str(crd_dir))

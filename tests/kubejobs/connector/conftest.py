@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from fakeapi import FakeApiServer
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbMeta
 from flyteidl.core import identifier_pb2, tasks_pb2
 from flyteidl.plugins import mpi_pb2 as mpi_v0
@@ -25,7 +26,6 @@ from flytekit.models.task import TaskExecutionMetadata, TaskTemplate
 from flytekitplugins.kubejobs.backend import BackendConfig
 from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.runtime import Runtime, configure, shutdown
-from flytekitplugins.kubejobs.testing import FakeApiServer
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 
@@ -55,7 +55,7 @@ def _custom(task_type: str, version: int) -> Any:
             run_policy=policy,
         )
     if task_type == "tensorflow":
-        spec = tensorflow_pb2.DistributedTensorflowTrainingReplicaSpec
+        spec: Any = tensorflow_pb2.DistributedTensorflowTrainingReplicaSpec
         return tensorflow_pb2.DistributedTensorflowTrainingTask(
             worker_replicas=spec(replicas=2), ps_replicas=spec(replicas=1), run_policy=policy
         )

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeapi import FakeApiServer
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekit.models.task import TaskTemplate
 from flytekitplugins.kubejobs.backend import BackendConfig
 from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
-from flytekitplugins.kubejobs.testing import FakeApiServer
 
 G, P = "kubeflow.org", "pytorchjobs"
 LOGS = {

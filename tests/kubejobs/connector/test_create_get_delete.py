@@ -6,10 +6,10 @@ import asyncio
 from typing import Any
 
 import pytest
+from fakeapi import FakeApiServer
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekitplugins.kubejobs.connector import EXECUTION_LABEL, ForeignObjectError
-from flytekitplugins.kubejobs.testing import FakeApiServer
 
 G, P = "kubeflow.org", "pytorchjobs"
 
@@ -200,6 +200,7 @@ def test_the_cache_is_bounded_and_serves_what_it_cannot_hold_by_direct_gets(
         ]
         assert rt.cache is not None
         informer = rt.cache.informer(connector.kind, kit.namespace)
+        assert informer is not None
 
         async def full() -> bool:
             return len(informer) == bound and informer.synced.is_set()

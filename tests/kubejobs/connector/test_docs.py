@@ -17,9 +17,9 @@ MODULES = [
     "flytekitplugins.kubejobs.connector.errors",
     "flytekitplugins.kubejobs.connector.placeholders",
     "flytekitplugins.kubejobs.connector.retry",
-    "flytekitplugins.kubejobs.testing.operator",
-    "flytekitplugins.kubejobs.testing.server",
-    "flytekitplugins.kubejobs.testing.store",
+    "fakeapi.operator",
+    "fakeapi.server",
+    "fakeapi.store",
 ]
 
 

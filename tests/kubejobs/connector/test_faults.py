@@ -12,10 +12,10 @@ import random
 from typing import Any
 
 import pytest
+from fakeapi import FakeApiServer
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekitplugins.kubejobs.connector.errors import ApiUnavailable, Forbidden
-from flytekitplugins.kubejobs.testing import FakeApiServer
 from flytekitplugins.kubejobs.wire.kinds import KINDS
 
 TERMINAL = {

@@ -50,7 +50,9 @@ def test_an_explicit_kubeconfig_wins(home: Path, tmp_path: Path, monkeypatch: py
     assert client_configuration(str(explicit)).host == "https://10.9.0.1:6443"
 
 
-def test_kubeconfig_env_is_used_without_a_context_setting(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_kubeconfig_env_is_used_without_a_context_setting(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The connector used to go in-cluster ("Service host/port is not set.") unless a context was set.
     monkeypatch.setenv("KUBECONFIG", str(_kubeconfig(tmp_path / "env.yaml", "https://10.1.0.1:6443")))
     client = KubeClient(ConnectorSettings.from_mapping({"connector": {}}))
@@ -60,7 +62,9 @@ def test_kubeconfig_env_is_used_without_a_context_setting(home: Path, tmp_path: 
         client.close()
 
 
-def test_a_kubeconfig_list_is_merged_and_a_context_picked(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_a_kubeconfig_list_is_merged_and_a_context_picked(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = _kubeconfig(tmp_path / "a.yaml", "https://10.1.0.1:6443", context="a")
     second = _kubeconfig(
         tmp_path / "b.yaml", "https://10.1.0.1:6443", context="b", extra=("b2", "https://10.2.0.2:6443")

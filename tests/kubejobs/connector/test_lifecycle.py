@@ -11,11 +11,11 @@ import asyncio
 from typing import Any
 
 import pytest
+from fakeapi import FakeApiServer
+from fakeapi.operator import KUBEFLOW_FAILURE, RAY_FAILURE
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekitplugins.kubejobs.connector import SUPPORTED, KubeJobConnector
-from flytekitplugins.kubejobs.testing import FakeApiServer
-from flytekitplugins.kubejobs.testing.operator import KUBEFLOW_FAILURE, RAY_FAILURE
 from flytekitplugins.kubejobs.wire.kinds import KINDS
 
 FAILURES = (TaskExecution.RETRYABLE_FAILED, TaskExecution.FAILED)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakeapi import FakeApiServer
 from flyteidl.core import literals_pb2, tasks_pb2
 from flytekit import FlyteContextManager
 from flytekit.core.type_engine import TypeEngine
@@ -26,7 +27,6 @@ from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekit.extend.backend.utils import render_task_template
 from flytekit.models import task as task_models
 from flytekit.models.literals import LiteralMap
-from flytekitplugins.kubejobs.testing import FakeApiServer
 from google.protobuf.struct_pb2 import Struct
 
 HERE = Path(__file__).resolve().parent

@@ -15,6 +15,7 @@ from typing import Any
 
 import grpc
 import pytest
+from fakeapi import FakeApiServer
 from flyteidl.admin.agent_pb2 import (
     CreateTaskRequest,
     DeleteTaskRequest,
@@ -30,7 +31,6 @@ from flyteidl.service.agent_pb2_grpc import (
     add_AsyncAgentServiceServicer_to_server,
 )
 from flytekitplugins.kubejobs.connector import SUPPORTED
-from flytekitplugins.kubejobs.testing import FakeApiServer
 
 
 def test_import_flytekit_registers_the_connectors_without_heavy_imports() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from flytekit import Resources
 from flytekitplugins.kubejobs import CleanPodPolicy, ComputeTemplate, ReplicaRole, RestartPolicy, RunPolicy
@@ -59,7 +61,7 @@ class Master(ReplicaRole):
         ),
     ],
 )
-def test_bad_input_names_field_and_value(build, error, names):
+def test_bad_input_names_field_and_value(build: Any, error: Any, names: list[Any]) -> None:
     with pytest.raises(error) as info:
         build()
     for name in names:
@@ -77,11 +79,11 @@ def test_bad_input_names_field_and_value(build, error, names):
         (RestartPolicy.ALWAYS, RestartPolicy.ALWAYS),
     ],
 )
-def test_restart_policy_accepts_names_case_insensitively(given, expected):
+def test_restart_policy_accepts_names_case_insensitively(given: Any, expected: Any) -> None:
     assert Worker(restart_policy=given).restart_policy is expected
 
 
-def test_enum_values_are_the_flyteidl_numbers():
+def test_enum_values_are_the_flyteidl_numbers() -> None:
     from flyteidl.plugins import common_pb2
     from flyteidl.plugins.kubeflow import common_pb2 as kf
 
@@ -93,7 +95,7 @@ def test_enum_values_are_the_flyteidl_numbers():
     assert CleanPodPolicy.ALL.value == kf.CLEANPOD_POLICY_ALL
 
 
-def test_numeric_quantities_become_strings_and_user_resources_are_untouched():
+def test_numeric_quantities_become_strings_and_user_resources_are_untouched() -> None:
     given = Resources(cpu=2, mem="4Gi", gpu=1)
     worker = Worker(requests=given, limits=Resources(cpu=2.5))
     assert (worker.requests.cpu, worker.requests.mem, worker.requests.gpu) == ("2", "4Gi", "1")
@@ -101,14 +103,14 @@ def test_numeric_quantities_become_strings_and_user_resources_are_untouched():
     assert given.cpu == 2 and given.gpu == 1
 
 
-def test_user_given_k8s_objects_are_copied_not_shared():
+def test_user_given_k8s_objects_are_copied_not_shared() -> None:
     tolerations = [{"key": "spot", "operator": "Exists"}]
     worker = Worker(tolerations=tolerations)
     tolerations[0]["key"] = "changed"
     assert worker.tolerations[0]["key"] == "spot"
 
 
-def test_kubernetes_client_models_are_accepted_as_wire_dicts():
+def test_kubernetes_client_models_are_accepted_as_wire_dicts() -> None:
     from kubernetes.client import V1Toleration
 
     worker = Worker(tolerations=[V1Toleration(key="gpu", operator="Exists", effect="NoSchedule")])

@@ -10,6 +10,7 @@ import logging
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ def with_typo(obj: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def test_from_dir_reads_the_operators_crd_files(schemas):
+def test_from_dir_reads_the_operators_crd_files(schemas: Any) -> None:
     # every served version of every CRD the operators' modules ship
     assert schemas.keys() == [
         ("kubeflow.org", "v1", "JAXJob"),
@@ -70,7 +71,9 @@ def test_from_dir_reads_the_operators_crd_files(schemas):
     assert schemas.validator(key) is schemas.validator(key)  # compiled once
 
 
-def test_from_dir_reads_whole_crd_manifests_yaml_and_json(tmp_path, schemas, make):
+def test_from_dir_reads_whole_crd_manifests_yaml_and_json(
+    tmp_path: Path, schemas: Any, make: Callable[[str], dict[str, Any]]
+) -> None:
     pytorch = crd(
         schemas.schema(("kubeflow.org", "v1", "PyTorchJob")),
         "kubeflow.org",
@@ -93,7 +96,7 @@ def test_from_dir_reads_whole_crd_manifests_yaml_and_json(tmp_path, schemas, mak
     assert info.value.paths == ["spec.pytorchReplicaSpecs.Worker.replica"]
 
 
-def test_from_crds_keeps_served_versions_only(schemas, make):
+def test_from_crds_keeps_served_versions_only(schemas: Any, make: Callable[[str], dict[str, Any]]) -> None:
     ray_schema = schemas.schema(("ray.io", "v1", "RayJob"))
     ray = crd(ray_schema, "ray.io", "RayJob", "rayjobs", [("v1", True), ("v1alpha1", False)])
     schemas = SchemaSet.from_crds([ray])
@@ -105,7 +108,7 @@ def test_from_crds_keeps_served_versions_only(schemas, make):
     assert "apiVersion" in info.value.paths
 
 
-def test_from_crds_accepts_kubernetes_client_models():
+def test_from_crds_accepts_kubernetes_client_models() -> None:
     from kubernetes.client import (
         V1CustomResourceDefinition,
         V1CustomResourceDefinitionNames,
@@ -146,7 +149,7 @@ def test_from_crds_accepts_kubernetes_client_models():
     assert info.value.paths == ["spec.containers[1].name"]
 
 
-def test_from_dir_errors_name_the_directory_or_file(tmp_path):
+def test_from_dir_errors_name_the_directory_or_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="does not exist"):
         SchemaSet.from_dir(tmp_path / "missing")
     with pytest.raises(ValueError, match="no CRD schemas found"):
@@ -156,12 +159,14 @@ def test_from_dir_errors_name_the_directory_or_file(tmp_path):
         SchemaSet.from_dir(tmp_path)
 
 
-def test_from_crds_refuses_non_crds():
+def test_from_crds_refuses_non_crds() -> None:
     with pytest.raises(ValueError, match="not a CustomResourceDefinition"):
         SchemaSet.from_crds([{"kind": "Pod"}])
 
 
-def test_one_warning_per_process_without_schemas_and_rules_still_run(monkeypatch, caplog, make):
+def test_one_warning_per_process_without_schemas_and_rules_still_run(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, make: Callable[[str], dict[str, Any]]
+) -> None:
     validate_module = importlib.import_module("flytekitplugins.kubejobs.schema.validate")
     monkeypatch.setattr(validate_module, "_warned", threading.Event())  # as in a fresh process
     caplog.set_level(logging.WARNING, logger="flytekitplugins.kubejobs.schema")
@@ -177,13 +182,13 @@ def test_one_warning_per_process_without_schemas_and_rules_still_run(monkeypatch
 
 
 @pytest.mark.parametrize("module", ["__init__", "problems", "schemaset", "validate"])
-def test_documented_examples_run(module):
+def test_documented_examples_run(module: str) -> None:
     name = "flytekitplugins.kubejobs.schema" + ("" if module == "__init__" else f".{module}")
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_imports_stay_light_until_used():
+def test_imports_stay_light_until_used() -> None:
     # jsonschema and the kubernetes client load only when a schema validator / a cluster is first needed.
     code = (
         "import sys\n"
@@ -200,7 +205,7 @@ def test_imports_stay_light_until_used():
     assert out.stdout.strip() == "[]", out.stderr
 
 
-def test_no_crd_copies_ship_with_the_packages():
+def test_no_crd_copies_ship_with_the_packages() -> None:
     plugins = Path(__file__).resolve().parents[3] / "plugins"
     for path in plugins.rglob("*"):
         if path.suffix in (".json", ".yaml", ".yml") and path.is_file():
@@ -209,7 +214,7 @@ def test_no_crd_copies_ship_with_the_packages():
 
 
 @pytest.mark.parametrize("package", ["flytekitplugins-kubejobs", "flytekitplugins-raycluster"])
-def test_built_wheels_hold_no_crd_schema(package, tmp_path):
+def test_built_wheels_hold_no_crd_schema(package: str, tmp_path: Path) -> None:
     # What pip installs, not what the tree holds: a package-data or MANIFEST change would show here. Built
     # from a copy so the shared source tree gets no build/ directory.
     import shutil

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any
+import pathlib
+from collections.abc import Callable
+from typing import Any, Optional
 
 import pytest
 from flytekitplugins.kubejobs.schema import ObjectInvalid, SchemaSet, object_problems, validate_object
@@ -46,7 +48,7 @@ def second_container(name: str, **extra: Any) -> dict[str, Any]:
 
 
 # (id, object, changes, reported path, words of the message, found without schemas too)
-INVALID: list[tuple[str, str, dict[Path, Any], str, list[str], bool]] = [
+INVALID: list[tuple[str, str, dict[Path, Any], Optional[str], list[str], bool]] = [
     # --- CRD schema, strict ---
     (
         "typo replica",
@@ -673,7 +675,9 @@ INVALID: list[tuple[str, str, dict[Path, Any], str, list[str], bool]] = [
 
 
 @pytest.mark.parametrize("key", ["pytorch", "elastic", "tensorflow", "mpi", "ray", "raycluster"])
-def test_valid_objects_pass_with_and_without_schemas(key, make, schemas):
+def test_valid_objects_pass_with_and_without_schemas(
+    key: str, make: Callable[[str], dict[str, Any]], schemas: Any
+) -> None:
     obj = make(key)
     before = copy.deepcopy(obj)
     validate_object(obj, schemas)
@@ -682,7 +686,16 @@ def test_valid_objects_pass_with_and_without_schemas(key, make, schemas):
 
 
 @pytest.mark.parametrize(("case", "key", "changes", "path", "words", "rule"), INVALID, ids=[c[0] for c in INVALID])
-def test_invalid_object_reports_path(case, key, changes, path, words, rule, make, schemas):
+def test_invalid_object_reports_path(
+    case: Any,
+    key: Any,
+    changes: Any,
+    path: Any,
+    words: Any,
+    rule: Any,
+    make: Callable[[str], dict[str, Any]],
+    schemas: Any,
+) -> None:
     obj = apply(make(key), changes)
     if path is None:
         validate_object(obj, schemas)
@@ -698,7 +711,7 @@ def test_invalid_object_reports_path(case, key, changes, path, words, rule, make
     assert (path in without) is rule, without
 
 
-def test_every_problem_is_reported_at_once(make, schemas):
+def test_every_problem_is_reported_at_once(make: Callable[[str], dict[str, Any]], schemas: Any) -> None:
     obj = apply(
         make("pytorch"),
         {
@@ -717,13 +730,15 @@ def test_every_problem_is_reported_at_once(make, schemas):
     assert str(info.value).startswith('PyTorchJob "train" is invalid (3 problems):')
 
 
-def test_required_fields_with_schema_defaults_count_as_present(make, schemas):
+def test_required_fields_with_schema_defaults_count_as_present(
+    make: Callable[[str], dict[str, Any]], schemas: Any
+) -> None:
     # workerGroupSpecs[].minReplicas/maxReplicas are `required` but defaulted by the API server (SOURCES.md).
     obj = apply(make("ray"), {(*WG0, "minReplicas"): DELETE, (*WG0, "maxReplicas"): DELETE})
     validate_object(obj, schemas)
 
 
-def test_missing_schema_for_the_object_version(make, crd_dir):
+def test_missing_schema_for_the_object_version(make: Callable[[str], dict[str, Any]], crd_dir: pathlib.Path) -> None:
     only_ray = SchemaSet.from_dir(crd_dir).schema(("ray.io", "v1", "RayJob"))
     schemas = SchemaSet({("ray.io", "v1", "RayJob"): only_ray})
     with pytest.raises(ObjectInvalid) as info:
@@ -732,7 +747,7 @@ def test_missing_schema_for_the_object_version(make, crd_dir):
     assert "no schema for kubeflow.org/v1 PyTorchJob" in str(info.value)
 
 
-def test_mpijob_v2beta1_uses_its_own_schema_and_rules(make, schemas):
+def test_mpijob_v2beta1_uses_its_own_schema_and_rules(make: Callable[[str], dict[str, Any]], schemas: Any) -> None:
     obj = make("mpi")
     obj["apiVersion"] = "kubeflow.org/v2beta1"
     obj["spec"]["mpiImplementation"] = "OpenMPI"
@@ -744,7 +759,7 @@ def test_mpijob_v2beta1_uses_its_own_schema_and_rules(make, schemas):
     assert sorted(info.value.paths) == ["spec.mpiImplementation", "spec.mpiReplicaSpecs.Worker.restartPolicy"]
 
 
-def test_mpijob_main_container_overrides_the_default_name(make, schemas):
+def test_mpijob_main_container_overrides_the_default_name(make: Callable[[str], dict[str, Any]], schemas: Any) -> None:
     obj = make("mpi")
     obj["spec"]["mainContainer"] = "launcher"
     for role in ("Launcher", "Worker"):
@@ -752,14 +767,14 @@ def test_mpijob_main_container_overrides_the_default_name(make, schemas):
     validate_object(obj, schemas)
 
 
-def test_not_a_mapping():
+def test_not_a_mapping() -> None:
     with pytest.raises(ObjectInvalid, match="expected an object"):
         validate_object(["kind", "PyTorchJob"], None, warn_without_schemas=False)  # type: ignore[arg-type]
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(min_value=-(2**40), max_value=2**40))
-def test_int32_range_matches_the_format(schemas, valid_json, value):
+def test_int32_range_matches_the_format(schemas: Any, valid_json: dict[str, str], value: int) -> None:
     obj = json.loads(valid_json["pytorch"])
     obj["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": value}  # int32, no rule on it
     problems = {p.where for p in object_problems(obj, schemas)}

@@ -75,7 +75,7 @@ def _node_patch(obj: dict[str, Any], rjob: str = "node") -> dict[str, Any]:
     return dict(jobs[rjob]["template"]["spec"]["template"])
 
 
-def test_pytorch_master_and_workers_are_nodes(trainer):
+def test_pytorch_master_and_workers_are_nodes(trainer: Any) -> None:
     obj = _build(
         trainer,
         PyTorch(worker=Worker(replicas=3, requests=Resources(cpu="2", gpu="1"), node_selector={"pool": "gpu"})),
@@ -103,7 +103,7 @@ def test_pytorch_master_and_workers_are_nodes(trainer):
     assert obj["spec"]["runtimePatches"][0]["manager"] == "kubejobs.flyte.org/backend"
 
 
-def test_elastic_nodes_and_rendezvous(trainer):
+def test_elastic_nodes_and_rendezvous(trainer: Any) -> None:
     obj = _build(trainer, Elastic(nnodes="2:4", nproc_per_node=8))
     t = obj["spec"]["trainer"]
     assert (t["numNodes"], t["numProcPerNode"]) == (4, 8)  # max nodes start; the task's launcher waits for min
@@ -112,7 +112,7 @@ def test_elastic_nodes_and_rendezvous(trainer):
     assert "WORLD_SIZE" not in env and "RANK" not in env
 
 
-def test_elastic_runtime_is_configurable():
+def test_elastic_runtime_is_configurable() -> None:
     tj = TrainJobConfig(elastic=RuntimeRef("torch-elastic", "TrainingRuntime"))
     obj = build_trainjob(_template(Elastic(nnodes=2)), _meta(), None, tj)
     assert (
@@ -123,7 +123,7 @@ def test_elastic_runtime_is_configurable():
 @pytest.mark.parametrize(
     "cfg", [MPIJob(worker=Worker(replicas=3), slots=4), HorovodJob(worker=Worker(replicas=3), slots=4)]
 )
-def test_mpi_and_horovod_workers_and_slots(trainer, cfg):
+def test_mpi_and_horovod_workers_and_slots(trainer: Any, cfg: Any) -> None:
     obj = _build(trainer, cfg)
     t = obj["spec"]["trainer"]
     assert obj["spec"]["runtimeRef"]["name"] == "mpi-distributed"
@@ -131,14 +131,14 @@ def test_mpi_and_horovod_workers_and_slots(trainer, cfg):
     assert t["args"][0] in ("mpirun", "horovodrun")
 
 
-def test_run_policy_deadline_and_suspend(trainer):
+def test_run_policy_deadline_and_suspend(trainer: Any) -> None:
     obj = _build(
         trainer, PyTorch(worker=Worker(replicas=1), run_policy=RunPolicy(active_deadline_seconds=600, suspend=True))
     )
     assert obj["spec"]["activeDeadlineSeconds"] == 600 and obj["spec"]["suspend"] is True
 
 
-def test_metadata_labels_reach_the_object_and_the_pods(trainer):
+def test_metadata_labels_reach_the_object_and_the_pods(trainer: Any) -> None:
     obj = _build(trainer, PyTorch(worker=Worker(replicas=1)))
     assert obj["metadata"]["namespace"] == "proj-dev"
     assert obj["metadata"]["annotations"]["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
@@ -172,32 +172,32 @@ def test_metadata_labels_reach_the_object_and_the_pods(trainer):
         (TfJob(worker=Worker(replicas=2)), "TensorFlow runtime"),
     ],
 )
-def test_settings_without_trainjob_meaning_are_refused(cfg, words):
+def test_settings_without_trainjob_meaning_are_refused(cfg: Any, words: str) -> None:
     with pytest.raises(BuildError, match=words):
         build_trainjob(_template(cfg), _meta(), None, TrainJobConfig(mpi=MPI_RUNTIME))
 
 
-def test_reserved_env_is_refused():
+def test_reserved_env_is_refused() -> None:
     with pytest.raises(BuildError, match="PET_NNODES"):
         build_trainjob(_template(PyTorch(worker=Worker(replicas=1, env={"PET_NNODES": "9"}))), _meta())
     with pytest.raises(BuildError, match="WORLD_SIZE"):
         build_trainjob(_template(PyTorch(worker=Worker(replicas=1, env={"WORLD_SIZE": "9"}))), _meta())
 
 
-def test_mpi_without_a_configured_runtime_is_refused():
+def test_mpi_without_a_configured_runtime_is_refused() -> None:
     with pytest.raises(BuildError, match=r"runtimes\.mpi is not set"):
         build_trainjob(_template(MPIJob(worker=Worker(replicas=2))), _meta())
 
 
 @pytest.mark.parametrize("version", ["v2.0.1", "v2.1.0"])
-def test_pre_runtime_patches_releases_are_refused(version):
+def test_pre_runtime_patches_releases_are_refused(version: str) -> None:
     with pytest.raises(ValueError, match="podTemplateOverrides"):
         TrainJobConfig(version=version)
     with pytest.raises(ValueError, match="checked against"):
         TrainJobConfig(version="v2.4.0")
 
 
-def test_config_from_section():
+def test_config_from_section() -> None:
     cfg = BackendConfig.from_yaml(
         "plugins:\n  trainjob:\n    task-types: [pytorch]\n    runtimes:\n      mpi: {name: m, kind: TrainingRuntime}\n"
     )
@@ -206,7 +206,7 @@ def test_config_from_section():
         TrainJobConfig.from_section({"task-types": ["tensorflow"]})
 
 
-def test_cel_rules_checked_offline():
+def test_cel_rules_checked_offline() -> None:
     """The TrainJob CRD's offline CEL rules: name RFC 1035 and <= 63; JobSet's pod-name length (webhook)."""
     from flytekitplugins.kubejobs.backend.trainjob import check_trainjob
 

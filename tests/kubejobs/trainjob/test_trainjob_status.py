@@ -3,6 +3,7 @@ plugin (condition types, reasons and messages are the controller's constants), l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -14,7 +15,9 @@ NOW = datetime(2026, 1, 1, 1, 0, tzinfo=timezone.utc)
 T0 = "2026-01-01T00:00:00Z"
 
 
-def _job(conditions: list[dict[str, str]] = (), jobs: list[dict[str, int]] = (), **status: Any) -> dict[str, Any]:
+def _job(
+    conditions: Sequence[dict[str, str]] = (), jobs: Sequence[dict[str, int]] = (), **status: Any
+) -> dict[str, Any]:
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
@@ -67,19 +70,19 @@ def _rjob(name: str = "node", **counts: int) -> dict[str, Any]:
         ),
     ],
 )
-def test_status_table(obj, phase, reason):
+def test_status_table(obj: Any, phase: Any, reason: str) -> None:
     info = task_phase(obj, now=NOW)  # dispatched from the shared entry point
     assert (info.phase, info.reason) == (phase, reason)
     if phase.is_failure:
         assert obj["status"]["conditions"][0]["message"] in info.message and info.code
 
 
-def test_suspended_says_it_waits_and_is_not_a_failure():
+def test_suspended_says_it_waits_and_is_not_a_failure() -> None:
     info = trainjob_phase(_job([_cond("Suspended", "True", "Suspended", "TrainJob is suspended")]), now=NOW)
     assert info.phase is Phase.QUEUED and "TrainJob is suspended" in info.message and info.error_kind is None
 
 
-def test_progress_and_jobs_status_in_the_message():
+def test_progress_and_jobs_status_in_the_message() -> None:
     trainer_status = {
         "progressPercentage": 40,
         "estimatedRemainingSeconds": 120,
@@ -107,7 +110,7 @@ def _pod(name: str, rjob: str, job_index: int, pod_index: int, created: str = T0
     }
 
 
-def test_log_links_use_the_listed_pod_names_newest_per_rank():
+def test_log_links_use_the_listed_pod_names_newest_per_rank() -> None:
     pods = [
         _pod("tj-node-0-1-abcde", "node", 0, 1),
         _pod("tj-node-0-0-zzzzz", "node", 0, 0),
@@ -124,10 +127,10 @@ def test_log_links_use_the_listed_pod_names_newest_per_rank():
     assert "tj-node-0-0-newer" in info.logs[1].uri and "tj-node-0-1-abcde" in info.logs[2].uri
 
 
-def test_no_pods_no_guessed_links():
+def test_no_pods_no_guessed_links() -> None:
     assert trainjob_phase(_job(jobs=[_rjob(active=1)]), now=NOW).logs == ()
 
 
-def test_malformed_status_is_a_value_error():
+def test_malformed_status_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="jobsStatus"):
         trainjob_phase({**_job(), "status": {"jobsStatus": "x"}}, now=NOW)

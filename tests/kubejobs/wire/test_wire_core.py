@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
@@ -22,14 +23,14 @@ def _loaded(code: str) -> set[str]:
     return set(out.strip().split(","))
 
 
-def test_the_wire_core_imports_only_the_standard_library():
+def test_the_wire_core_imports_only_the_standard_library() -> None:
     assert (
         _loaded("import flytekitplugins.kubejobs.wire, flytekitplugins.kubejobs.wire.template") & set(THIRD_PARTY)
         == set()
     )
 
 
-def test_building_and_validating_an_object_loads_no_flytekit():
+def test_building_and_validating_an_object_loads_no_flytekit() -> None:
     code = """
 import logging; logging.disable(logging.WARNING)
 import flytekitplugins.kubejobs.backend as b
@@ -67,7 +68,7 @@ VALID = [
 
 
 @pytest.mark.parametrize("text", VALID)
-def test_valid_quantities_mean_what_the_kubernetes_client_says(text):
+def test_valid_quantities_mean_what_the_kubernetes_client_says(text: Any) -> None:
     assert parse_quantity(text) == client_parse_quantity(text)
 
 
@@ -75,13 +76,13 @@ def test_valid_quantities_mean_what_the_kubernetes_client_says(text):
 @pytest.mark.parametrize(
     "text", ["NaN", "inf", "-Infinity", "1_000", "\u0661", "1K", "1ki", "1e1.5", "", " 1", "e3", "G"]
 )
-def test_quantities_the_api_server_refuses_are_a_value_error_naming_the_field(text):
+def test_quantities_the_api_server_refuses_are_a_value_error_naming_the_field(text: str) -> None:
     with pytest.raises(ValueError, match=r"Worker\.requests\.cpu"):
         parse_quantity(text, "Worker.requests.cpu")
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
-def test_non_finite_floats_are_refused_naming_the_field(value):
+def test_non_finite_floats_are_refused_naming_the_field(value: Any) -> None:
     with pytest.raises(ValueError, match=r"Worker\.limits\.memory must be a finite quantity"):
         check_quantity("Worker.limits.memory", value)
 
@@ -104,17 +105,17 @@ def _ray_template(extension: object) -> TaskTemplate:
         ({"version": 2}, r"kubejobs\.version 2 is not supported"),
     ],
 )
-def test_a_ray_custom_extension_key_is_refused_not_dropped(extension, message):
+def test_a_ray_custom_extension_key_is_refused_not_dropped(extension: dict[str, Any], message: str) -> None:
     with pytest.raises(BuildError, match=message):
         build_object(_ray_template(extension), TaskExecutionMetadata(namespace="ns"), validate=False)
 
 
-def test_a_ray_custom_with_an_empty_extension_still_builds():
+def test_a_ray_custom_with_an_empty_extension_still_builds() -> None:
     obj = build_object(_ray_template({"version": 1}), TaskExecutionMetadata(namespace="ns"), validate=False)
     assert obj["kind"] == "RayJob"
 
 
-def test_a_kubeflow_extension_with_an_unknown_top_level_key_is_refused():
+def test_a_kubeflow_extension_with_an_unknown_top_level_key_is_refused() -> None:
     custom = Struct()
     custom.update({"workerReplicas": {"replicas": 1}, "kubejobs": {"version": 1, "replicaSpec": {}}})
     template = TaskTemplate(type="pytorch", task_type_version=1, custom=custom, container=Container(image="i"))

@@ -7,7 +7,7 @@ whenever ``common`` is absent.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from flyteidl.core import tasks_pb2
 from flyteidl.plugins.kubeflow import common_pb2 as kubeflow_common_pb2
@@ -64,7 +64,7 @@ def fill_replica_spec(message: Any, role: ReplicaRole, replicas: Optional[int] =
 def run_policy_to_idl(policy: RunPolicy) -> kubeflow_common_pb2.RunPolicy:
     msg = kubeflow_common_pb2.RunPolicy()
     if policy.clean_pod_policy is not None:
-        msg.clean_pod_policy = policy.clean_pod_policy.value
+        msg.clean_pod_policy = cast(kubeflow_common_pb2.CleanPodPolicy, policy.clean_pod_policy.value)  # IDL number
     if policy.ttl_seconds_after_finished is not None:
         msg.ttl_seconds_after_finished = policy.ttl_seconds_after_finished
     if policy.active_deadline_seconds is not None:

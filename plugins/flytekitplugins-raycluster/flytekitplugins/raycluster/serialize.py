@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from flyteidl.core import literals_pb2, tasks_pb2
 from flyteidl.plugins import ray_pb2
@@ -27,7 +27,7 @@ __all__ = ["k8s_pod_to_idl", "ray_job_proto", "ray_job_custom"]
 
 def k8s_pod_to_idl(pod: dict[str, Any]) -> tasks_pb2.K8sPod:
     """A ``k8sPod`` dict (``metadata``, ``podSpec``, ``primaryContainerName``) as the flyteidl message."""
-    msg = json_format.ParseDict(pod, tasks_pb2.K8sPod())
+    msg: tasks_pb2.K8sPod = json_format.ParseDict(pod, tasks_pb2.K8sPod())
     msg.metadata.SetInParent()  # flytekit always sends metadata, even empty
     return msg
 
@@ -38,7 +38,7 @@ def _autoscaler_options(options: AutoscalerOptionsConfig) -> ray_pb2.AutoscalerO
 
     msg = ray_pb2.AutoscalerOptions()
     if options.upscaling_mode is not None:
-        msg.upscaling_mode = int(options.upscaling_mode)
+        msg.upscaling_mode = cast(ray_pb2.AutoscalerOptions.UpscalingMode, int(options.upscaling_mode))
     if options.idle_timeout_seconds is not None:
         msg.idle_timeout_seconds = options.idle_timeout_seconds
     for key, value in (options.env or {}).items():
@@ -65,7 +65,9 @@ def _runtime_env_fields(runtime_env: Optional[dict[str, Any]]) -> dict[str, str]
 
 
 def ray_job_proto(cfg: RayJobConfig) -> ray_pb2.RayJob:
-    job = ray_pb2.RayJob(**_runtime_env_fields(cfg.runtime_env))
+    job = ray_pb2.RayJob()
+    for field, value in _runtime_env_fields(cfg.runtime_env).items():
+        setattr(job, field, value)
     cluster = job.ray_cluster
     cluster.SetInParent()  # Flyte's backend dereferences ray_cluster unconditionally
     head = cfg.head_node_config

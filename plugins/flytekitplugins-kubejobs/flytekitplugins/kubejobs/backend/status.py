@@ -21,7 +21,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..wire.kinds import JobKind, StatusStyle, kind_of
 from .logs import LogConfig, LogInput, LogLink, TemplateLogPlugin, render_links, task_execution_variables
@@ -89,7 +89,7 @@ class PhaseInfo:
             TaskLog(
                 name=link.name,
                 uri=link.uri,
-                message_format=link.message_format.value,
+                message_format=cast("TaskLog.MessageFormat", link.message_format.value),  # the IDL's number
                 ShowWhilePending=link.show_while_pending,
                 HideOnceFinished=link.hide_once_finished,
             )

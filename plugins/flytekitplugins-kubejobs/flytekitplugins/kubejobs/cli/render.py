@@ -8,13 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from ..wire.kinds import KINDS
 from .errors import fail
 
 __all__ = [
     "EXAMPLE_EXECUTION",
     "EXAMPLE_TEMPLATE_VARS",
-    "KUBEFLOW_TYPES",
     "check_renderable",
     "example_metadata",
     "load_task",
@@ -40,8 +38,6 @@ EXAMPLE_TEMPLATE_VARS = {
     "checkpointOutputPrefix": "s3://my-s3-bucket/data/a8/a8f2c61d94b7e03f5c1d-n0-0/_flytecheckpoints",
     "prevCheckpointPrefix": '""',
 }
-#: The task types with a version 0 encoding (the kinds table lists 0 among their versions).
-KUBEFLOW_TYPES = tuple(k.task_type for k in KINDS.values() if 0 in k.task_type_versions and k.roles)
 
 
 def load_task(file: Path, task_name: str) -> Any:
@@ -84,70 +80,35 @@ def serialize(task: Any, image: Optional[str]) -> Any:
 def check_renderable(task_name: str, template: Any, type_version: Optional[str]) -> None:
     """Fail with a sentence when ``render`` has no job object to build for ``template`` (or not in the
     ``--version`` asked for), instead of the backend's list of task types."""
+    from ..kubeflow_v0 import VERSION_0_TASK_TYPES
+
     if template.type == "python-task":
         fail(
             f"{task_name} is a plain 'python-task': it runs as one pod, not as a job, so there is no job object "
             "to render (a single-node Elastic task is one; give nnodes > 1 for a PyTorchJob)"
         )
-    if type_version is not None and template.type not in KUBEFLOW_TYPES:
+    if type_version is not None and template.type not in VERSION_0_TASK_TYPES:
         fail(
-            f"--version applies to the kubeflow task types ({', '.join(KUBEFLOW_TYPES)}), which have a version 0 "
+            f"--version applies to the kubeflow task types ({', '.join(VERSION_0_TASK_TYPES)}), which have a version 0 "
             f"and a version 1 encoding; {task_name} is a {template.type!r} task with one encoding: leave --version out"
         )
 
 
 def to_version_0(template: Any) -> list[str]:
     """Re-encode a kubeflow ``task_type_version`` 1 custom in place as the version 0 message an old client
-    sends (replica counts and, for PyTorch, the elastic config); returns the custom keys version 0 cannot carry.
+    sends (``kubeflow_v0``); returns the custom keys version 0 cannot carry.
     """
-    from flyteidl.plugins import mpi_pb2, pytorch_pb2, tensorflow_pb2
-    from flyteidl.plugins.kubeflow import mpi_pb2 as kf_mpi
-    from flyteidl.plugins.kubeflow import pytorch_pb2 as kf_pytorch
-    from flyteidl.plugins.kubeflow import tensorflow_pb2 as kf_tensorflow
     from google.protobuf import json_format
 
-    custom = json_format.MessageToDict(template.custom)
+    from ..kubeflow_v0 import version_0_custom
 
-    def count(spec: Any) -> int:
-        return int(spec.common.replicas or spec.replicas)
-
-    old: Any
-    if template.type == "pytorch":
-        v1: Any = json_format.ParseDict(custom, kf_pytorch.DistributedPyTorchTrainingTask(), ignore_unknown_fields=True)
-        old = pytorch_pb2.DistributedPyTorchTrainingTask(workers=count(v1.worker_replicas))
-        if v1.HasField("elastic_config"):
-            for field in pytorch_pb2.ElasticConfig.DESCRIPTOR.fields:  # same names in both messages
-                setattr(old.elastic_config, field.name, getattr(v1.elastic_config, field.name))
-        kept = {"workerReplicas", "elasticConfig"}
-    elif template.type == "tensorflow":
-        v1 = json_format.ParseDict(
-            custom, kf_tensorflow.DistributedTensorflowTrainingTask(), ignore_unknown_fields=True
-        )
-        old = tensorflow_pb2.DistributedTensorflowTrainingTask(
-            workers=count(v1.worker_replicas),
-            ps_replicas=count(v1.ps_replicas),
-            chief_replicas=count(v1.chief_replicas),
-            evaluator_replicas=count(v1.evaluator_replicas),
-        )
-        kept = {"workerReplicas", "psReplicas", "chiefReplicas", "evaluatorReplicas"}
-    elif template.type == "mpi":
-        v1 = json_format.ParseDict(custom, kf_mpi.DistributedMPITrainingTask(), ignore_unknown_fields=True)
-        old = mpi_pb2.DistributedMPITrainingTask(
-            num_workers=count(v1.worker_replicas), num_launcher_replicas=count(v1.launcher_replicas), slots=v1.slots
-        )
-        kept = {"workerReplicas", "launcherReplicas", "slots"}
-    else:
-        fail(f"--version 0 applies to {', '.join(KUBEFLOW_TYPES)} tasks; this is a {template.type!r} task")
+    try:
+        custom, dropped = version_0_custom(template.type, json_format.MessageToDict(template.custom))
+    except ValueError as e:
+        fail(f"--version 0: {e}")
     template.custom.Clear()
-    template.custom.update(json_format.MessageToDict(old))
+    template.custom.update(custom)
     template.task_type_version = 0
-    dropped = sorted(set(custom) - kept)
-    # Per-role images, resources and restart policies (at the role, or in `common` where a custom has it)
-    # are lost too.
-    for role in sorted(k for k in kept & set(custom) if k.endswith("Replicas")):
-        spec = custom[role] if isinstance(custom[role], dict) else {}
-        common: dict[str, Any] = spec["common"] if isinstance(spec.get("common"), dict) else {}
-        dropped += [f"{role}.{field}" for field in sorted((set(spec) | set(common)) - {"replicas", "common"})]
     return dropped
 
 

@@ -31,6 +31,7 @@ _log = logging.getLogger(__name__)
 
 #: (group, version, kind) -> the operator's rules.
 RULES: dict[SchemaKey, Callable[[Mapping[str, Any], Report], None]] = {**KUBEFLOW_RULES, **RAY_RULES}
+#: ``"<group>/<version> <Kind>"`` of every kind the rules cover (the kinds ``validate_object`` checks).
 SUPPORTED_KINDS = tuple(sorted({f"{g}/{v} {k}" for g, v, k in RULES}))
 
 _warned = threading.Event()

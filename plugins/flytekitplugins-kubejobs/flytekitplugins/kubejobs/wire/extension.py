@@ -47,7 +47,9 @@ __all__ = [
     "RunPolicyExtension",
 ]
 
+#: The one key of a task custom that holds what the flyteidl messages cannot carry.
 EXTENSION_KEY = "kubejobs"
+#: The extension's ``version`` field: a backend refuses an extension of a version it does not know.
 EXTENSION_VERSION = 1
 
 #: The accelerator the IDL's GPU count means unless a compute template or the platform names another.

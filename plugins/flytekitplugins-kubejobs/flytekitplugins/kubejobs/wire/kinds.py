@@ -53,6 +53,8 @@ class LinkedRole:
 
 @dataclass(frozen=True)
 class JobKind:
+    """One job kind: the Flyte task type, the Kubernetes resource that runs it and how its operator works."""
+
     task_type: str
     group: str
     version: str
@@ -128,6 +130,7 @@ def _training_operator(
     )
 
 
+#: Flyte task type -> its job kind: THE table.
 KINDS: dict[str, JobKind] = {
     k.task_type: k
     for k in (

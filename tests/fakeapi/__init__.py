@@ -1,6 +1,8 @@
 """Test support: a fake Kubernetes API server on loopback that plays the Training Operator and KubeRay.
 
-Used by the project's tests and benchmarks; nothing in the plugins imports it.
+Test-only code, in no published wheel: the tests import it as ``fakeapi`` (pytest puts ``tests/`` on
+``sys.path``, ``pythonpath`` in setup.cfg), the benchmarks add ``tests/`` themselves. It imports the plugins'
+schema layer (to validate created objects), never the other way round.
 """
 
 from .operator import OUTCOMES, Outcome

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..schema.schemaset import crds_in_file
+from flytekitplugins.kubejobs.schema.schemaset import crds_in_file
+
 from .store import Resource
 
 __all__ = ["KINDS", "crd_objects"]

@@ -1,4 +1,4 @@
-"""Run the fake API server in its own process: ``python -m flytekitplugins.kubejobs.testing [--crd-dir D]``.
+"""Run the fake API server in its own process: ``python -m fakeapi [--crd-dir D]`` (from ``tests/``).
 
 Prints the URL on the first line of stdout and serves until stdin closes (or ``--lifetime`` seconds,
 default 600, have passed), so a parent that dies never leaves it running. Control: ``GET /fake/stats``,
@@ -18,7 +18,7 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flytekitplugins.kubejobs.testing")
+    parser = argparse.ArgumentParser(prog="python -m fakeapi")
     parser.add_argument("--crd-dir", type=Path, default=None)
     parser.add_argument("--lifetime", type=float, default=600.0)
     args = parser.parse_args(argv)

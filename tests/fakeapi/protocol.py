@@ -7,12 +7,21 @@ import json
 import socket
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
-if TYPE_CHECKING:
-    from .server import FakeApiServer
+__all__ = ["Fault", "Handler", "HTTPServer", "RequestOwner", "kubeconfig_for", "status_body"]
 
-__all__ = ["Fault", "Handler", "HTTPServer", "kubeconfig_for", "status_body"]
+
+class RequestOwner(Protocol):
+    """What the handler calls back: the server object that owns the connections and answers requests.
+
+    A protocol rather than ``FakeApiServer`` itself, so this module does not import ``server`` (which imports
+    this one): the fake server has no import cycle.
+    """
+
+    def _track(self, conn: socket.socket, add: bool) -> None: ...
+
+    def _dispatch(self, h: Handler, method: str) -> None: ...
 
 
 @dataclass
@@ -118,4 +127,4 @@ class Handler(BaseHTTPRequestHandler):
 
 class HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
-    owner: FakeApiServer
+    owner: RequestOwner

@@ -53,7 +53,7 @@ class FakeApiServer:
         history: int = 20_000,
         max_watch_seconds: float = 30.0,
         schemas: Any = None,
-    ):
+    ) -> None:
         self.store = ObjectStore(history=history)
         self.max_watch_seconds = max_watch_seconds
         self.requests: Counter[tuple[str, str]] = Counter()

@@ -137,6 +137,25 @@ def _own_signal_handlers() -> Iterator[None]:
                 signal.signal(getattr(signal, name), handler)
 
 
+@contextmanager
+def _agent_logs_quiet(local: bool) -> Iterator[None]:
+    """Locally, torch's agent keeps its warnings (shutting down, closing process N) to itself: the launcher reports
+    what happened once. Errors still show."""
+    import logging
+
+    # torch gives each of its modules a logger with its own level: every one of them, not just the parent.
+    names = [n for n in logging.root.manager.loggerDict if n.startswith("torch.distributed.elastic")]
+    loggers = [logging.getLogger(n) for n in names] if local else []
+    saved = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(max(lg.level, logging.ERROR))
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, saved):
+            lg.setLevel(level)
+
+
 def _local_failure(error: Any) -> Exception:
     """The error of a local run for torch's ``ChildFailedError``: the rank that failed first, its exception and
     the user's line (its traceback was printed once, by the rank itself)."""
@@ -209,7 +228,8 @@ def _launch(cfg: Any, fn: Callable[..., Any], kwargs: dict[str, Any], node_env: 
 
         args = ()
     try:
-        results = elastic_launch(config=config, entrypoint=entrypoint)(*args)
+        with _agent_logs_quiet(local):
+            results = elastic_launch(config=config, entrypoint=entrypoint)(*args)
     except ChildFailedError as e:
         raise (_local_failure(e) if local else _pod_failure(e)) from None
     except SignalException as e:

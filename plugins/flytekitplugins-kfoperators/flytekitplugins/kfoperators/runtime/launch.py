@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Optional
 
@@ -245,7 +245,8 @@ def launch(plan: WorldPlan, target: Any, kwargs: Mapping[str, Any]) -> Any:
     try:
         write_payload(workdir, target, kwargs)
         processes = _start(plan, workdir, tails)
-        failed = _wait(plan, workdir, processes)
+        with ctrl_c_interrupts():
+            failed = _wait(plan, workdir, processes)
         _stop(processes)
         if failed is not None:
             raise _failure(plan, workdir, failed, {p.name: p.popen.returncode for p in processes}, tails)
@@ -256,6 +257,20 @@ def launch(plan: WorldPlan, target: Any, kwargs: Mapping[str, Any]) -> Any:
     finally:
         _stop(processes)  # no-op after a normal stop
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def ctrl_c_interrupts() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt in the block (flytekit's own SIGINT handler exits with code 1 without a
+    word); the caller's handler is back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, saved)
 
 
 def interrupted(stopped: str) -> SystemExit:

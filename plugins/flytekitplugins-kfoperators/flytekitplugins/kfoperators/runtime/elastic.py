@@ -152,7 +152,7 @@ def _agent_logs_quiet(local: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        for lg, level in zip(loggers, saved):
+        for lg, level in zip(loggers, saved, strict=True):
             lg.setLevel(level)
 
 

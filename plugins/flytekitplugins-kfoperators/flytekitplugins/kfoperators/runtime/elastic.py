@@ -173,9 +173,12 @@ def _pod_failure(error: Any) -> Exception:
     rank, failure = error.get_first_failure()
     message = f"Elastic worker rank {rank} failed (exit code {failure.exitcode}):\n{error.format_msg()}"
     path = Path(failure.error_file).parent / FAILURE_FILE
+    exception: Exception
     if path.exists() and json.loads(path.read_text()).get("recoverable"):
-        return FlyteRecoverableException(message, timestamp=failure.timestamp)
-    return FlyteUserRuntimeException(RuntimeError(message), timestamp=failure.timestamp)
+        exception = FlyteRecoverableException(message, timestamp=failure.timestamp)
+    else:
+        exception = FlyteUserRuntimeException(RuntimeError(message), timestamp=failure.timestamp)
+    return exception
 
 
 def run_elastic(

@@ -86,9 +86,10 @@ def test_fork_start_method_runs_the_bound_function() -> None:
     assert forked_world(tag="forked") == ["forked", "0", "2", "2"]
 
 
-def test_a_multi_node_config_runs_locally_as_one_node_without_waiting_for_others() -> None:
-    # upstream waits for the missing nodes until the rendezvous join timeout (900 s by default)
-    assert multi_node_config(tag="local") == ["local", "1", "1"]
+def test_a_multi_node_config_starts_all_its_nodes_locally_without_waiting_for_others() -> None:
+    # upstream waits for the missing nodes until the rendezvous join timeout (900 s by default); the local
+    # rule starts the job's nodes (max of nnodes) when the machine holds them: 3 nodes of 1 process
+    assert multi_node_config(tag="local") == ["local", "3", "3"]
 
 
 @task(task_config=Elastic(start_method="fork", monitor_interval=60))

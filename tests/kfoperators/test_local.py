@@ -1,5 +1,6 @@
-"""Local execution of PyTorch, TfJob and MPIJob tasks: in-process, with the operator's environment
-contract for a world of one, and os.environ exactly as it was afterwards."""
+"""Local execution of PyTorch, TfJob and MPIJob tasks as a world of one (the documented opt-out
+``KUBEJOBS_LOCAL_WORLD=one``): in-process, with the operator's environment contract for a world of one, and
+os.environ exactly as it was afterwards."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from flytekit import task, workflow
 from flytekitplugins.kfoperators import HorovodJob, MPIJob, PyTorch, TfJob, Worker
-from flytekitplugins.kfoperators.local import (
+from flytekitplugins.kfoperators.runtime.environment import (
     LocalWorld,
     mpi_env,
     pytorch_env,
@@ -25,6 +26,13 @@ from .task_functions import CONTRACT_VARS, read_env
 
 # torch's import-time notice on machines without numpy (third-party noise, not ours).
 pytestmark = pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning")
+
+
+@pytest.fixture(autouse=True)
+def world_of_one_opt_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the world of one: the opt-out, for the test's process and the pyflyte it starts."""
+    monkeypatch.setenv("KUBEJOBS_LOCAL_WORLD", "one")
+
 
 pytorch_env_task = task(task_config=PyTorch(worker=Worker(replicas=3)))(read_env)
 tf_env_task = task(task_config=TfJob(worker=Worker(replicas=2)))(read_env)

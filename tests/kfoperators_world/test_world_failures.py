@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from flytekit.exceptions.user import FlyteRecoverableException
-from flytekitplugins.kfoperators.world import LocalWorldError, RecoverableLocalWorldError
+from flytekitplugins.kfoperators.runtime.world import LocalWorldError, RecoverableLocalWorldError
 
 from .conftest import alive
 from .world_tasks import Collector, mpi_rank_one_fails, rank_one_fails

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from flytekit.exceptions.user import FlyteRecoverableException
-from flytekitplugins.kfoperators.world import RecoverableLocalWorldError
+from flytekitplugins.kfoperators.runtime.world import RecoverableLocalWorldError
 
 from .conftest import alive
 from .world_tasks import (

@@ -18,11 +18,11 @@ from flytekitplugins.kfoperators import (
     PyTorch,
     TfJob,
     Worker,
-    world,
-    world_launch,
-    world_plan,
 )
-from flytekitplugins.kfoperators.world import LOCAL_WORLD_ENV, check_local_world, local_world_size, machine_cap
+from flytekitplugins.kfoperators.runtime import launch as world_launch
+from flytekitplugins.kfoperators.runtime import plan as world_plan
+from flytekitplugins.kfoperators.runtime import world
+from flytekitplugins.kfoperators.runtime.world import LOCAL_WORLD_ENV, check_local_world, local_world_size, machine_cap
 
 
 @task(task_config=PyTorch(worker=Worker(replicas=3)))
@@ -48,11 +48,39 @@ def test_refused_settings_name_the_field_and_the_value(value: object, error: typ
         check_local_world("PyTorch.local_world", value)
 
 
-def test_by_default_a_local_run_is_one_in_process_call(monkeypatch: pytest.MonkeyPatch) -> None:
+@task(task_config=PyTorch(worker=Worker(replicas=1)))
+def master_and_one_worker() -> list[str]:
+    return [str(os.getpid()), os.environ["RANK"], os.environ["WORLD_SIZE"]]
+
+
+def test_by_default_a_local_run_starts_the_jobs_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the rule: the real world whenever the machine holds it (2 processes fit any machine: 2 per CPU)
     monkeypatch.delenv(LOCAL_WORLD_ENV, raising=False)
+    pid, rank, world_size = master_and_one_worker()
+    assert int(pid) != os.getpid() and (rank, world_size) == ("0", "2")
+
+
+@pytest.mark.parametrize("opt_out", ["one", "ONE", "1"])
+def test_the_opt_out_is_one_in_process_call(monkeypatch: pytest.MonkeyPatch, opt_out: str) -> None:
+    monkeypatch.setenv(LOCAL_WORLD_ENV, opt_out)
     assert where_am_i() == os.getpid()
-    monkeypatch.setenv(LOCAL_WORLD_ENV, "1")
-    assert where_am_i() == os.getpid()
+    assert master_and_one_worker() == [str(os.getpid()), "0", "1"]
+
+
+def test_a_job_the_machine_cannot_hold_runs_as_a_world_of_one_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(LOCAL_WORLD_ENV, raising=False)
+    processes = machine_cap() + 1
+
+    @task(task_config=PyTorch(worker=Worker(replicas=processes - 1)))
+    def big() -> int:
+        return os.getpid()
+
+    assert big() == os.getpid()
+    err = capfd.readouterr().err
+    assert f"kubejobs: PyTorch needs {processes} local processes, this machine holds " in err
+    assert "running it as a world of one, in-process" in err and f"{LOCAL_WORLD_ENV}=one" in err
 
 
 def test_a_world_above_the_cap_is_refused_before_anything_starts(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -174,7 +174,7 @@ def make_deck() -> str:
 def decks_of_a_world() -> list[str]:
     """Runs a 2-process PyTorch world from inside a task, then lists the decks this task now has."""
     import flytekit
-    from flytekitplugins.kfoperators.world import run_local_world
+    from flytekitplugins.kfoperators.runtime.world import run_local_world
 
     value = run_local_world(PyTorch(worker=Worker(replicas=1)), make_deck, {})
     return [value, *sorted(d.name for d in flytekit.current_context().decks if d.name.startswith("rank-"))]

@@ -2,10 +2,10 @@
 picks them. Task types ``pytorch``, ``tensorflow``, ``mpi`` (and ``python-task`` for a single-node
 Elastic), ``task_type_version`` 1. The serialization code is imported on first use, keeping ``import`` cheap.
 
-Local runs (``pyflyte run`` without ``--remote``, or calling the task) execute in-process with the
-operator's environment contract for a world of one (see :mod:`.local`); Elastic launches its
-``nproc_per_node`` workers (see :mod:`.elastic`). With the local-world switch (``local_world`` /
-``KUBEJOBS_LOCAL_WORLD``, see :mod:`.world`) they run the job's whole topology as local processes instead.
+Local runs (``pyflyte run`` without ``--remote``, or calling the task) start the job's topology as local
+processes when the machine can hold it, else (or with ``KUBEJOBS_LOCAL_WORLD=one``) call the function once,
+in-process, with the operator's environment for a world of one: see :mod:`.runtime.world`. The runtime is
+imported on the first run, not with this module.
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ from flytekitplugins.kubejobs.resources import check_task_resources
 from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
 
 from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
-from .local import scoped_environ, world_of_one
 from .roles import PS, Chief, Evaluator, Launcher, Master, Worker
-from .world import is_local_execution
 
 __all__ = [
     "PyTorchFunctionTask",
@@ -54,12 +52,10 @@ __all__ = [
 C = TypeVar("C", PyTorch, Elastic, TfJob, MPIJob, HorovodJob)
 
 
-def _local_world_runner(config: Any) -> Optional[Callable[..., Any]]:
-    """The multi-process local-world runner when the user asked for a local world of more than one
-    process (``local_world`` / ``KUBEJOBS_LOCAL_WORLD``, see :mod:`.world`), else None."""
-    from .world import local_world_size, run_local_world
+def _is_local_execution() -> bool:
+    from .runtime.world import is_local_execution
 
-    return run_local_world if local_world_size(config) > 1 else None
+    return is_local_execution()
 
 
 def _add_shm_volume(task: PythonFunctionTask, config: Union[PyTorch, Elastic], roles: dict[str, Any]) -> None:
@@ -102,12 +98,12 @@ class _KubeflowTask(PythonFunctionTask[C]):  # type: ignore[misc]
         return custom
 
     def execute(self, **kwargs: Any) -> Any:
-        if not is_local_execution():
+        if not _is_local_execution():
             return super().execute(**kwargs)
-        if (world := _local_world_runner(self.task_config)) is not None:
-            return world(self.task_config, self._task_function, kwargs)
-        with scoped_environ(world_of_one(self.task_kind)):
-            return super().execute(**kwargs)
+        from .runtime.world import run_locally
+
+        in_process = super().execute
+        return run_locally(self.task_kind, self.task_config, self._task_function, kwargs, lambda: in_process(**kwargs))
 
 
 class PyTorchFunctionTask(_KubeflowTask[PyTorch]):
@@ -138,7 +134,7 @@ class ElasticFunctionTask(_KubeflowTask[Elastic]):
         if isinstance(task_config, Elastic) and task_config.single_node:
             kwargs["task_type"] = "python-task"
         if importlib.util.find_spec("torch") is None:
-            from .elastic import TORCH_MISSING
+            from .runtime.elastic import TORCH_MISSING
 
             raise ImportError(TORCH_MISSING)
         super().__init__(task_config, task_function, **kwargs)
@@ -150,12 +146,13 @@ class ElasticFunctionTask(_KubeflowTask[Elastic]):
         return elastic_custom(self.task_config)
 
     def execute(self, **kwargs: Any) -> Any:
-        from .elastic import run_elastic
+        if _is_local_execution():
+            return super().execute(**kwargs)  # the local rule, as for every kind
+        import os
 
-        local = is_local_execution()
-        if local and (world := _local_world_runner(self.task_config)) is not None:
-            return world(self.task_config, self._task_function, kwargs)
-        return run_elastic(self.task_config, self._task_function, kwargs, local=local)
+        from .runtime.elastic import run_elastic
+
+        return run_elastic(self.task_config, self._task_function, kwargs, node_env=os.environ, local=False)
 
 
 #: flytekitplugins-kfpytorch's name for the Elastic task class.

@@ -1,9 +1,10 @@
 """The generic local-world launcher: start one child process per member, stream their logs with a
 ``[role-index]`` prefix, stop everything on the first failure or Ctrl-C, return one member's result.
 
-It knows nothing about PyTorch, TensorFlow or MPI: :mod:`.world_plan` turns a job config into a
-:class:`WorldPlan` (members and their environments), and :mod:`.world_child` is what each child runs.
+It knows nothing about PyTorch, TensorFlow or MPI: :mod:`.plan` turns a job config into a
+:class:`~.plan.WorldPlan` (members and their environments), and :mod:`.child` is what each child runs.
 
+>>> from .plan import Member, WorldPlan
 >>> plan = WorldPlan("Demo", (Member("worker", 0, {}), Member("worker", 1, {})), output_from="worker-0")
 >>> [m.name for m in plan.members], plan.size
 (['worker-0', 'worker-1'], 2)
@@ -24,30 +25,32 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, Optional
 
-from flytekit.exceptions.user import FlyteRecoverableException
 from flytekitplugins.kubejobs.codepath import code_root
 
-from .world_child import PAYLOAD_FILE, RANK_ENV, adopt_decks, result_path
+from .child import PAYLOAD_FILE, RANK_ENV, adopt_decks, dumps, result_path
+from .errors import LocalWorldError, RecoverableLocalWorldError
+from .plan import Member, WorldPlan
 
 __all__ = [
     "CHILD_MODULE",
-    "LocalWorldError",
-    "Member",
-    "RecoverableLocalWorldError",
-    "WorldPlan",
+    "PEER_GRACE_SECONDS",
+    "import_path",
+    "interrupted",
     "launch",
     "read_outcome",
     "write_payload",
 ]
 
-CHILD_MODULE = "flytekitplugins.kfoperators.world_main"
+CHILD_MODULE = "flytekitplugins.kfoperators.runtime.child_main"
 #: Seconds between SIGTERM and SIGKILL when the world is stopped.
 GRACE_SECONDS = 5.0
+#: Seconds the other members get to end by themselves once the output member has returned: they usually finish
+#: the same work a moment later, and their last lines belong to the user.
+PEER_GRACE_SECONDS = 10.0
 _TAIL_LINES = 30
 _RANK_LABEL = re.compile(r"\[([a-z]+-\d+)\] ")
 _MPIRUN_HELP = (
@@ -56,64 +59,6 @@ _MPIRUN_HELP = (
     "`brew install open-mpi` (macOS) or `conda install -c conda-forge openmpi`, or run with "
     "KUBEJOBS_LOCAL_WORLD=1 to call the task once, in-process."
 )
-
-
-@dataclass(frozen=True)
-class Member:
-    """One process of the world: its role, index within the role and the environment the operator
-    would give its pod (added on top of the parent's environment)."""
-
-    role: str
-    index: int
-    env: Mapping[str, str]
-
-    @property
-    def name(self) -> str:
-        return f"{self.role}-{self.index}"
-
-
-@dataclass(frozen=True)
-class WorldPlan:
-    """What to start. ``output_from`` names the member whose return value is the task's output; ``None``
-    means "the one member that returned a value" (the others raise ``IgnoreOutputs``, as elastic nodes do).
-    With ``mpirun``, one ``mpirun -np <len(members)>`` process starts every member; ``common_env`` is given
-    to it (mpirun passes its environment on to the ranks).
-
-    As the operator decides (a PyTorchJob succeeds with its master, a TFJob with its chief), the world is done
-    once ``output_from`` has returned its value: the other members are stopped (parameter servers never exit
-    by themselves), and a member failing after that point (e.g. losing the store rank 0 hosted) is ignored.
-    Under mpirun, mpirun's exit status decides, as the launcher's does for an MPIJob.
-
-    ``ranks_label_lines``: the ranks the members start (MPI ranks, elastic workers) label their own lines
-    ``[rank-N]``; the launcher shows one prefix for them (``[rank-N]`` under mpirun, ``[worker-0/rank-N]``
-    for a rank of an elastic node) instead of adding its own in front of theirs."""
-
-    kind: str
-    members: tuple[Member, ...]
-    output_from: Optional[str]
-    mpirun: bool = False
-    common_env: Mapping[str, str] = field(default_factory=dict)
-    ranks_label_lines: bool = False
-
-    @property
-    def size(self) -> int:
-        return len(self.members)
-
-
-class LocalWorldError(RuntimeError):
-    """A member of a local world failed; names its role and index and carries its stderr tail."""
-
-    def __init__(self, message: str, *, role: str, index: int, exit_code: Optional[int], stderr_tail: str) -> None:
-        super().__init__(message)
-        self.role, self.index, self.exit_code, self.stderr_tail = role, index, exit_code, stderr_tail
-
-
-class RecoverableLocalWorldError(FlyteRecoverableException):  # type: ignore[misc]
-    """The failed member raised a ``FlyteRecoverableException``: the task stays retryable."""
-
-    def __init__(self, message: str, *, role: str, index: int, exit_code: Optional[int], stderr_tail: str) -> None:
-        super().__init__(message)
-        self.role, self.index, self.exit_code, self.stderr_tail = role, index, exit_code, stderr_tail
 
 
 def mpirun_or_explain() -> str:
@@ -154,10 +99,12 @@ class _Process:
         source.close()
 
 
-def _import_roots(target: Any) -> list[str]:
-    """Directories from which the task function's module imports by name in a fresh interpreter."""
+def import_path(target: Any) -> list[str]:
+    """``sys.path`` for a fresh interpreter that imports ``target``'s module as this process did: the module's
+    root first (``pyflyte run`` had it on the path only while loading the file), then this process's path, with
+    "" (the working directory) made explicit, since a child's own ``sys.path[0]`` is the child's location."""
     roots = (code_root(obj) for obj in (target, getattr(target, "fn", None)))
-    return [root for root in roots if root is not None]
+    return [*(root for root in roots if root is not None), *(p or os.getcwd() for p in sys.path)]
 
 
 def write_payload(
@@ -165,15 +112,13 @@ def write_payload(
 ) -> None:
     """What every child of ``workdir`` runs: ``target(**kwargs)``; ``env`` entries a child sets for itself
     when absent (for children started by someone else: torch's agent passes only its own environment)."""
-    import cloudpickle
     from flytekit import FlyteContextManager
 
     raw_output_prefix = FlyteContextManager.current_context().file_access.raw_output_prefix
     payload = {
         "env": dict(env or {}),
-        "target": cloudpickle.dumps((target, dict(kwargs))),
-        # "" (the working directory) made explicit: the child's own sys.path[0] is the child's location.
-        "sys_path": [*_import_roots(target), *(p or os.getcwd() for p in sys.path)],
+        "target": dumps((target, dict(kwargs))),
+        "sys_path": import_path(target),
         "raw_output_prefix": raw_output_prefix,
     }
     (workdir / PAYLOAD_FILE).write_bytes(pickle.dumps(payload))
@@ -274,10 +219,9 @@ def _failure(
     outcome = errors.get(name)
     cause = outcome[2] if outcome else f"exited with code {code} without reporting a result"
     rank = f", RANK={member.env['RANK']}" if member and "RANK" in member.env else ""
-    message = (
-        f"local {plan.kind} world: {role} {index} ({name}{rank}) failed: {cause}\n"
-        f"--- last stderr lines of {name} ---\n{tail}"
-    )
+    # The member printed its traceback (live, under its prefix): the message names it and the user's line.
+    where = f"\n  at {outcome[6]}" if outcome and len(outcome) > 6 and outcome[6] else ""
+    message = f"local {plan.kind} world: {role} {index} ({name}{rank}) failed: {cause}{where}"
     kwargs: dict[str, Any] = {"role": role, "index": index, "exit_code": code, "stderr_tail": tail}
     error: Exception
     if outcome and outcome[4]:
@@ -301,31 +245,69 @@ def launch(plan: WorldPlan, target: Any, kwargs: Mapping[str, Any]) -> Any:
     try:
         write_payload(workdir, target, kwargs)
         processes = _start(plan, workdir, tails)
-        exits: queue.Queue[tuple[str, int]] = queue.Queue()
-        for proc in processes:
-            threading.Thread(target=lambda p=proc: exits.put((p.name, p.popen.wait())), daemon=True).start()
-        codes: dict[str, int] = {}
-        failed: Optional[str] = None
-        while len(codes) < len(processes) and failed is None:
-            try:
-                name, code = exits.get(timeout=0.5)  # a timeout so Ctrl-C reaches this thread promptly
-            except queue.Empty:
-                continue
-            codes[name] = code
-            # Under mpirun the launcher's exit status is the job's, as for an MPIJob.
-            if not plan.mpirun and _output_returned(plan, workdir):
-                if code != 0:
-                    sys.stderr.write(f"[{name}] exited with code {code} after {plan.output_from} returned: ignored\n")
-                break
-            if code != 0:
-                failed = name
+        with ctrl_c_interrupts():
+            failed = _wait(plan, workdir, processes)
         _stop(processes)
         if failed is not None:
-            raise _failure(plan, workdir, failed, codes, tails)
+            raise _failure(plan, workdir, failed, {p.name: p.popen.returncode for p in processes}, tails)
         return _result(plan, workdir)
+    except KeyboardInterrupt:
+        _stop(processes)
+        raise interrupted(f"the {plan.size} processes of the local {plan.kind} world") from None
     finally:
-        _stop(processes)  # no-op after a normal stop; the one that matters on KeyboardInterrupt
+        _stop(processes)  # no-op after a normal stop
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def ctrl_c_interrupts() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt in the block (flytekit's own SIGINT handler exits with code 1 without a
+    word); the caller's handler is back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, saved)
+
+
+def interrupted(stopped: str) -> SystemExit:
+    """Ctrl-C: one line saying what was stopped, and the shell's exit code for SIGINT (128 + 2). A SystemExit,
+    because a KeyboardInterrupt becomes click's "Aborted!" and exit code 1 under ``pyflyte run``."""
+    sys.stdout.flush()
+    sys.stderr.write(f"\ninterrupted: stopped {stopped}\n")
+    sys.stderr.flush()
+    return SystemExit(130)
+
+
+def _wait(plan: WorldPlan, workdir: Path, processes: list[_Process]) -> Optional[str]:
+    """Wait until the world is done; the name of the member that failed first, or None."""
+    exits: queue.Queue[tuple[str, int]] = queue.Queue()
+    for proc in processes:
+        threading.Thread(target=lambda p=proc: exits.put((p.name, p.popen.wait())), daemon=True).start()
+    persistent = {m.name for m in plan.members if m.runs_until_stopped}
+    ended: set[str] = set()
+    peers_deadline: Optional[float] = None  # set once the output is back
+    while len(ended) < len(processes):
+        try:
+            name, code = exits.get(timeout=0.5)  # a timeout so Ctrl-C reaches this thread promptly
+        except queue.Empty:
+            if peers_deadline is not None and time.monotonic() > peers_deadline:
+                return None
+            continue
+        ended.add(name)
+        # Under mpirun the launcher's exit status is the job's, as for an MPIJob.
+        if peers_deadline is None and not plan.mpirun and _output_returned(plan, workdir):
+            peers_deadline = time.monotonic() + PEER_GRACE_SECONDS
+            _stop([p for p in processes if p.name in persistent])
+            ended |= persistent
+        elif peers_deadline is None and code != 0:
+            return name
+        if peers_deadline is not None and code != 0 and name not in persistent:
+            sys.stderr.write(f"[{name}] exited with code {code} after {plan.output_from} returned: ignored\n")
+    return None
 
 
 def _output_returned(plan: WorldPlan, workdir: Path) -> bool:

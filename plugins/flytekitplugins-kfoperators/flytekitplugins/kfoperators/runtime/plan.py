@@ -2,7 +2,7 @@
 
 The environments follow what the Kubeflow Training Operator (v1) and Flyte's backend put into the pods,
 with service names replaced by ``127.0.0.1`` and free local ports. The PyTorch and TensorFlow variables
-come from :mod:`.local` (the same functions the world of one uses):
+come from :mod:`.environment` (the same functions the world of one uses):
 
 - PyTorch: ``master-0`` and ``worker-i`` with ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``
   (master 0, worker i -> i + 1); workers also get Flyte's ``_F_WN`` (their pod name).
@@ -22,24 +22,75 @@ Configs are read by their public field names, so the official plugins' configs p
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .local import LocalWorld, free_port, pytorch_env, tensorflow_env
-from .world_launch import Member, WorldPlan
+from .environment import LocalWorld, free_port, pytorch_env, tensorflow_env
 
 __all__ = [
     "KINDS",
+    "Member",
+    "WorldPlan",
     "elastic_plan",
     "kind_of",
     "mpi_plan",
     "nnodes_of",
     "plan_for",
+    "output_role",
     "pytorch_plan",
     "tf_plan",
     "world_size_of",
 ]
 
 LOCALHOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Member:
+    """One process of the world: its role, index within the role and the environment the operator
+    would give its pod (added on top of the parent's environment). ``runs_until_stopped``: a role that never
+    exits by itself (a TF parameter server), stopped as soon as the task's output is back."""
+
+    role: str
+    index: int
+    env: Mapping[str, str]
+    runs_until_stopped: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
+@dataclass(frozen=True)
+class WorldPlan:
+    """What to start. ``output_from`` names the member whose return value is the task's output; ``None``
+    means "the one member that returned a value" (the others raise ``IgnoreOutputs``, as elastic nodes do).
+    With ``mpirun``, one ``mpirun -np <len(members)>`` process starts every member; ``common_env`` is given
+    to it (mpirun passes its environment on to the ranks).
+
+    As the operator decides (a PyTorchJob succeeds with its master, a TFJob with its chief), the world is done
+    once ``output_from`` has returned its value: the other members get a short grace to end by themselves (so
+    their last lines reach the user), then are stopped, and a member failing after that point (e.g. losing the
+    store rank 0 hosted) is ignored. Under mpirun, mpirun's exit status decides, as the launcher's does for an
+    MPIJob.
+
+    ``ranks_label_lines``: the ranks the members start (MPI ranks, elastic workers) label their own lines
+    ``[rank-N]``; the launcher shows one prefix for them (``[rank-N]`` under mpirun, ``[worker-0/rank-N]``
+    for a rank of an elastic node) instead of adding its own in front of theirs."""
+
+    kind: str
+    members: tuple[Member, ...]
+    output_from: Optional[str]
+    mpirun: bool = False
+    common_env: Mapping[str, str] = field(default_factory=dict)
+    ranks_label_lines: bool = False
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+
 #: Config class name -> kind. Matching by name lets the official plugins' configs (drop-in API) plan too.
 KINDS = {"PyTorch": "pytorch", "Elastic": "elastic", "TfJob": "tensorflow", "MPIJob": "mpi", "HorovodJob": "mpi"}
 
@@ -85,7 +136,9 @@ def tf_plan(chief: int, ps: int, worker: int, evaluator: int) -> WorldPlan:
     counts = {"Chief": chief, "PS": ps, "Worker": worker, "Evaluator": evaluator}
     world = LocalWorld.allocate({role: n for role, n in counts.items() if n > 0}, LOCALHOST)
     members = tuple(
-        Member(role.lower(), i, tensorflow_env(role, i, world)) for role, n in counts.items() for i in range(n)
+        Member(role.lower(), i, tensorflow_env(role, i, world), runs_until_stopped=role == "PS")
+        for role, n in counts.items()
+        for i in range(n)
     )
     output_from = "chief-0" if chief > 0 else "worker-0"
     # Like a TFJob, the job is done when the chief (else worker 0) is: parameter servers never exit.
@@ -138,6 +191,19 @@ def _tf_counts(config: Any) -> dict[str, int]:
         "worker": _replicas(config, "worker", "num_workers"),
         "evaluator": _replicas(config, "evaluator", "num_evaluator_replicas"),
     }
+
+
+def output_role(config: Any) -> str:
+    """The operator role of the process a cluster takes the task output from, which is also what a world of one
+    plays: the PyTorch master, the TF chief (worker 0 in a TFJob without one), MPI rank 0's worker."""
+    kind = kind_of(config)
+    if kind in ("pytorch", "elastic"):
+        return "Master"
+    if kind == "tensorflow":
+        return "Chief" if _tf_counts(config)["chief"] > 0 else "Worker"
+    if kind == "mpi":
+        return "Worker"
+    raise TypeError(f"no local world for a {type(config).__name__} task config")
 
 
 def plan_for(config: Any) -> WorldPlan:

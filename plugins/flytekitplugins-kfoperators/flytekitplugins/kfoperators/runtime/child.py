@@ -1,23 +1,30 @@
 """The child side of a local world: one process of a local distributed run.
 
-The parent (:mod:`.world_launch`) writes the cloudpickled target and its keyword arguments to
-``<workdir>/payload.pkl`` and starts ``python -m flytekitplugins.kfoperators.world_main <workdir> <role>
-<index>``, either directly or under ``mpirun`` / torch's elastic agent (then ``<index>`` is ``env:<VAR>``:
-the rank comes from ``OMPI_COMM_WORLD_RANK`` / ``RANK``). The child rebuilds a minimal flytekit execution
+The parent (:mod:`.launch`) writes the cloudpickled target and its keyword arguments to
+``<workdir>/payload.pkl`` and starts ``python -m flytekitplugins.kfoperators.runtime.child_main <workdir> <role>
+<index>``, either directly or under ``mpirun`` (then ``<index>`` is ``env:<VAR>``: the rank comes from
+``OMPI_COMM_WORLD_RANK``). The child rebuilds a minimal flytekit execution
 context (as a pod's ``pyflyte-execute`` would), runs the target and writes its outcome, pickled, to
 ``<workdir>/result-<role>-<index>.pkl``:
 
 - ``("ok", value, decks)``: the target returned ``value`` (``decks``: the flytekit decks it made);
 - ``("ignore", None)``: the target raised flytekit's ``IgnoreOutputs`` (a non-zero elastic node);
-- ``("error", exception or None, summary, traceback text, recoverable, unix time)``.
+- ``("error", exception or None, summary, traceback text, recoverable, unix time, the user's frame)``.
 
 A watchdog thread ends the child's whole process group when its parent disappears, so a killed
-parent leaves no orphans behind.
+parent leaves no orphans behind. Ctrl-C is the launcher's to handle: a child that gets SIGINT (a terminal sends
+it to the whole foreground group) ends quietly, without a traceback of its own.
+
+Code travels with its file and line: functions cloudpickle copies by value (a script's ``__main__``, a nested
+function) keep their ``co_filename`` (:func:`dumps`), so a traceback in a child points at the user's file.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
+import io
+import marshal
 import os
 import pickle
 import signal
@@ -25,25 +32,56 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 __all__ = [
     "PAYLOAD_FILE",
     "RANK_ENV",
     "adopt_decks",
+    "dumps",
+    "end_quietly_on_sigint",
     "exit_now",
     "main",
     "prefix_own_output",
     "result_path",
     "run_target",
+    "user_frame",
 ]
 
 PAYLOAD_FILE = "payload.pkl"
 #: Where an MPI rank finds its index (OpenMPI's per-rank environment).
 RANK_ENV = "OMPI_COMM_WORLD_RANK"
 _WATCH_SECONDS = 0.5
+
+
+def _code_reducer(code: types.CodeType) -> tuple[Any, ...]:
+    # cloudpickle renames copied code "<dynamic-code>"; marshal keeps every field (file, lines) and the child runs
+    # the same interpreter.
+    return marshal.loads, (marshal.dumps(code),)
+
+
+def dumps(obj: Any) -> bytes:
+    """``cloudpickle.dumps``, except that code copied by value keeps its file name and line numbers."""
+    import cloudpickle
+
+    class Pickler(cloudpickle.Pickler):  # type: ignore[misc]
+        # Read by pickle when the pickler is created: a class attribute, not one set on the instance.
+        dispatch_table: ClassVar[Mapping[Any, Any]] = collections.ChainMap(
+            {types.CodeType: _code_reducer}, cloudpickle.Pickler.dispatch_table
+        )
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buffer.getvalue()
+
+
+def end_quietly_on_sigint() -> None:
+    """Make SIGINT end this process at once with exit code 130 and no traceback: the launcher reports Ctrl-C once."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 
 def result_path(workdir: Path, role: str, index: int) -> Path:
@@ -94,6 +132,16 @@ def _copy_prefixed(read_end: int, original: int, prefix: str) -> None:
             os.write(original, f"[{prefix}] ".encode() + line)
 
 
+def user_frame(exc: BaseException) -> str:
+    """Where the user's code raised ``exc``: the innermost frame outside installed packages (flytekit, torch,
+    this plugin), as a traceback line (``File "/src/train.py", line 31, in train``); "" when there is none."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    installed = ("site-packages", "dist-packages")
+    own = [f for f in frames if not any(part in installed for part in Path(f.filename).parts)]
+    frame = own[-1] if own else None
+    return f'File "{frame.filename}", line {frame.lineno}, in {frame.name}' if frame else ""
+
+
 def _outcome_of(exc: BaseException) -> tuple[Any, ...]:
     from flytekit.exceptions.user import FlyteRecoverableException
 
@@ -103,10 +151,10 @@ def _outcome_of(exc: BaseException) -> tuple[Any, ...]:
     import cloudpickle
 
     try:
-        pickled: Any = cloudpickle.loads(cloudpickle.dumps(exc))
+        pickled: Any = cloudpickle.loads(dumps(exc))
     except Exception:  # an exception that does not survive pickling still gets reported by its text
         pickled = None
-    return ("error", pickled, summary, text, recoverable, time.time())
+    return ("error", pickled, summary, text, recoverable, time.time(), user_frame(exc))
 
 
 def run_target(target: Any, kwargs: dict[str, Any], raw_output_prefix: str) -> tuple[Any, ...]:
@@ -138,16 +186,14 @@ def adopt_decks(outcome: tuple[Any, ...]) -> Any:
 
 
 def _write(path: Path, outcome: tuple[Any, ...]) -> None:
-    import cloudpickle
-
     try:
-        data = cloudpickle.dumps(outcome)
+        data = dumps(outcome)
     except Exception as exc:
         if outcome[0] == "ok" and outcome[2]:  # decks that do not pickle: keep the value, say so
             sys.stderr.write(f"the task's decks cannot be sent to the parent and are dropped: {exc}\n")
             return _write(path, (*outcome[:2], []))
         # the return value itself cannot be pickled: report that as the failure
-        data = cloudpickle.dumps(_outcome_of(TypeError(f"the task's return value cannot be pickled: {exc}")))
+        data = dumps(_outcome_of(TypeError(f"the task's return value cannot be pickled: {exc}")))
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)  # atomic: the parent never reads half a result
@@ -156,10 +202,11 @@ def _write(path: Path, outcome: tuple[Any, ...]) -> None:
 def main(argv: list[str]) -> int:
     workdir, role, index_arg = Path(argv[0]), argv[1], argv[2]
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    end_quietly_on_sigint()
     stop_prefixing: Callable[[], None] = lambda: None  # noqa: E731
     if index_arg.startswith("env:"):
         index = int(os.environ[index_arg[4:]])
-        # Started by mpirun or torch's elastic agent, whose outputs merge: each rank labels its own lines.
+        # Started by mpirun, whose outputs merge: each rank labels its own lines.
         stop_prefixing = prefix_own_output(f"{role}-{index}")
     else:
         index = int(index_arg)

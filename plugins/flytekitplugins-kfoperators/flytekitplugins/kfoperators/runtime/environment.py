@@ -20,6 +20,7 @@ import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from typing import Optional
 
 __all__ = [
     "LocalWorld",
@@ -124,13 +125,18 @@ ENV_FUNCTIONS: dict[str, Callable[[str, int, LocalWorld], dict[str, str]]] = {
     "mpi": mpi_env,
 }
 
-#: task type -> the role a single local process plays.
+#: task type -> the role a single local process plays unless told otherwise.
 ROLE_OF_ONE = {"pytorch": "Master", "tensorflow": "Worker", "mpi": "Worker"}
 
 
-def world_of_one(task_type: str) -> dict[str, str]:
-    """The environment of the only member of a local world of one for ``task_type``."""
-    role = ROLE_OF_ONE[task_type]
+def world_of_one(task_type: str, role: Optional[str] = None) -> dict[str, str]:
+    """The environment of the only member of a local world of one for ``task_type``, playing ``role`` (by
+    default the PyTorch master, a TF worker, MPI rank 0).
+
+    >>> json.loads(world_of_one("tensorflow", "Chief")["TF_CONFIG"])["task"]
+    {'type': 'chief', 'index': 0}
+    """
+    role = role or ROLE_OF_ONE[task_type]
     return ENV_FUNCTIONS[task_type](role, 0, LocalWorld.allocate({role: 1}))
 
 

@@ -32,7 +32,7 @@ PACKAGES = {
         "flytekitplugins.kubejobs.schema",
         "flytekitplugins.kubejobs.wire",
     },
-    "flytekitplugins-kfoperators": {"flytekitplugins.kfoperators"},
+    "flytekitplugins-kfoperators": {"flytekitplugins.kfoperators", "flytekitplugins.kfoperators.runtime"},
     "flytekitplugins-raycluster": {"flytekitplugins.raycluster"},
 }
 

@@ -35,7 +35,7 @@ def test_module_examples_run(module: object) -> None:
     assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, None), ("full", "full"), (" FULL ", "full"), (3, 3), ("3", 3)])
+@pytest.mark.parametrize(("value", "expected"), [(None, None), ("full", "full"), (" FULL ", "full"), ("one", 1), (3, 3), ("3", 3)])
 def test_accepted_settings(value: object, expected: object) -> None:
     assert check_local_world("PyTorch.local_world", value) == expected
 
@@ -44,7 +44,7 @@ def test_accepted_settings(value: object, expected: object) -> None:
     ("value", "error"), [(0, ValueError), (-2, ValueError), ("abc", ValueError), (True, TypeError), (1.5, TypeError)]
 )
 def test_refused_settings_name_the_field_and_the_value(value: object, error: type[Exception]) -> None:
-    with pytest.raises(error, match=rf"PyTorch\.local_world must be 'full' or an int >= 1, got {value!r}"):
+    with pytest.raises(error, match=rf"PyTorch\.local_world must be 'full', 'one' or an int >= 1, got {value!r}"):
         check_local_world("PyTorch.local_world", value)
 
 
@@ -104,7 +104,7 @@ def test_full_is_capped_at_twice_the_cores(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_a_bad_environment_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(LOCAL_WORLD_ENV, "everything")
-    with pytest.raises(ValueError, match=rf"{LOCAL_WORLD_ENV} must be 'full' or an int >= 1, got 'everything'"):
+    with pytest.raises(ValueError, match=rf"{LOCAL_WORLD_ENV} must be 'full', 'one' or an int >= 1, got 'everything'"):
         where_am_i()
 
 

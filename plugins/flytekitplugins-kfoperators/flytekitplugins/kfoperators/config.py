@@ -108,20 +108,23 @@ LocalWorldSetting = Union[int, str]
 
 
 def check_local_world(field: str, value: object) -> Optional[LocalWorldSetting]:
-    """Validate a ``local_world`` setting: ``None``, ``"full"`` or an int >= 1 (digits in a str are accepted)."""
+    """Validate a ``local_world`` setting: ``None``, ``"full"``, ``"one"`` (the world of one, as the
+    ``KUBEJOBS_LOCAL_WORLD=one`` opt-out) or an int >= 1 (digits in a str are accepted)."""
     if value is None:
         return None
     if isinstance(value, str):
         text = value.strip().lower()
         if text == FULL:
             return FULL
+        if text == "one":
+            return 1
         if text.isdigit():
             value = int(text)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     if isinstance(value, (int, str)) and not isinstance(value, bool):
-        raise ValueError(f"{field} must be 'full' or an int >= 1, got {value!r}")
-    raise TypeError(f"{field} must be 'full' or an int >= 1, got {value!r} ({type(value).__name__})")
+        raise ValueError(f"{field} must be 'full', 'one' or an int >= 1, got {value!r}")
+    raise TypeError(f"{field} must be 'full', 'one' or an int >= 1, got {value!r} ({type(value).__name__})")
 
 
 @dataclass(frozen=True)

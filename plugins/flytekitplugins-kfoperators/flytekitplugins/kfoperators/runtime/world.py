@@ -23,7 +23,7 @@ An explicit setting that the topology does not fit is a ``ValueError`` (never a 
 >>> check_local_world("PyTorch.local_world", 0)
 Traceback (most recent call last):
 ...
-ValueError: PyTorch.local_world must be 'full' or an int >= 1, got 0
+ValueError: PyTorch.local_world must be 'full', 'one' or an int >= 1, got 0
 """
 
 from __future__ import annotations

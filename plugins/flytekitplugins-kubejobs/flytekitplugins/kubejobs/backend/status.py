@@ -18,7 +18,7 @@ README's "Status mapping" section lists a deliberate deviation. Malformed object
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -176,12 +176,14 @@ def task_phase(
     now: datetime | None = None,
     *,
     task_config: Mapping[str, str] | None = None,
+    pods: Sequence[Mapping[str, Any]] = (),
 ) -> PhaseInfo:
     """Map a job object read from the cluster to its Flyte phase.
 
     ``config`` defaults to ``BackendConfig()``; ``metadata`` fills the task-execution template variables
     of log links; ``now`` (default: the current UTC time) drives the operator-stall timeout and the
-    links' finish time; ``task_config`` (the task template's ``config``) selects dynamic log links.
+    links' finish time; ``task_config`` (the task template's ``config``) selects dynamic log links;
+    ``pods`` (a TrainJob's pods, listed with ``trainjob_status.trainjob_pod_selector``) name its links.
     Raises ``ValueError`` for an object that is not a supported kind or is malformed.
     """
     if config is None:
@@ -202,7 +204,7 @@ def task_phase(
     if obj.get("kind") == "TrainJob":
         from .trainjob_status import trainjob_phase
 
-        return trainjob_phase(obj, config, metadata, now, task_config=task_config)
+        return trainjob_phase(obj, config, metadata, now, task_config=task_config, pods=pods)
     try:
         kind = kind_of(obj.get("kind"))  # type: ignore[arg-type]  # a non-str is refused the same way
     except KeyError as e:

@@ -19,7 +19,7 @@ from flyteidl.plugins import mpi_pb2 as mpi_v0
 from flyteidl.plugins import pytorch_pb2 as pytorch_v0
 from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2
 
-from ..wire.kinds import KINDS
+from ..wire.kinds import KINDS, TRAINJOB
 from .builders import BuildContext
 from .config import BackendConfig
 from .decode import custom_dict, decode_custom
@@ -31,15 +31,15 @@ from .trainjob_config import TRAINER_GROUP, TrainJobConfig
 
 __all__ = ["API_VERSION", "KIND", "MAX_NAME_LENGTH", "TRAINER_PORT", "build_trainjob"]
 
-API_VERSION = f"{TRAINER_GROUP}/v1alpha1"
-KIND = "TrainJob"
+API_VERSION = TRAINJOB.api_version
+KIND = TRAINJOB.kind
 #: JobSet's webhook wants ``<name>-<replicatedJob>-<jobIndex>-<podIndex>-xxxxx`` to be a DNS-1035 label (63):
 #: 40 leaves room for ``-launcher-0-99999-xxxxx``.
-MAX_NAME_LENGTH = 40
+MAX_NAME_LENGTH = TRAINJOB.max_name_length
 #: ``constants.ContainerTrainerPort``: the port the torch plugin exposes on the trainer container.
 TRAINER_PORT = 29500
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_CONTAINER = "node"  # the trainer container (and replicated job) of every upstream runtime
+_CONTAINER = TRAINJOB.container  # the trainer container (and replicated job) of every upstream runtime
 _COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 _TORCH_RESERVED = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"})
 _MPI_RESERVED = frozenset(

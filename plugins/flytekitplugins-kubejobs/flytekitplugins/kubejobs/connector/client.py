@@ -185,6 +185,22 @@ class KubeClient:
             propagation_policy="Background",
         )
 
+    async def list_pods(self, namespace: str, selector: str) -> list[Obj]:
+        """The pods matching ``selector``, as JSON dicts (a TrainJob's log links name the pods JobSet made,
+        whose names end in a random suffix)."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self._api_client)
+
+        def fn() -> Obj:
+            response = core.list_namespaced_pod(
+                namespace, label_selector=selector, _request_timeout=self._timeout, _preload_content=False
+            )
+            return _as_obj(json.loads(response.data))
+
+        body = await self._call(fn)
+        return list(body.get("items") or [])
+
     def list_sync(
         self, kind: JobKind, namespace: str, selector: str, stop: Optional[threading.Event] = None
     ) -> tuple[list[Obj], str]:

@@ -23,7 +23,7 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.exceptions.system import FlyteConnectorNotFound
 from flytekit.extend.backend.base_connector import AsyncConnectorBase, ConnectorRegistry, Resource, ResourceMeta
 
-from ..wire.kinds import KINDS, JobKind, kind_for_resource
+from ..wire.kinds import KINDS, TRAINJOB, JobKind, kind_for_resource, kind_of
 
 if TYPE_CHECKING:
     from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbTaskExecutionMetadata
@@ -142,6 +142,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         found = placeholders.found_placeholders(b"".join(part.SerializeToString() for part in pods))
         template_vars = placeholders.values(found, output_prefix, inputs, object_name_for(template_pb, meta_pb))
         obj = build_object(template_pb, meta_pb, rt.backend, template_vars=template_vars)
+        kind = kind_of(obj["kind"])  # the task type's v1 kind, or the TrainJob the backend targets instead
         metadata = obj["metadata"]
         namespace = metadata.get("namespace") or meta_pb.namespace or "default"
         allowed = rt.settings.namespaces
@@ -152,7 +153,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             shown = "; ".join(str(v) for v in violations[:5])
             more = f" (and {len(violations) - 5} more)" if len(violations) > 5 else ""
             raise ValueError(
-                f"{self.kind.kind} {metadata['name']} is refused by the connector's pod security level "
+                f"{kind.kind} {metadata['name']} is refused by the connector's pod security level "
                 f"{rt.settings.pod_security!r}: {shown}{more}"
             )
         if found & {"input", "inputPrefix"}:  # before the job exists: its pods read them at start
@@ -164,20 +165,20 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         metadata["labels"] = {**metadata.get("labels", {}), MANAGED_BY_LABEL: MANAGED_BY, EXECUTION_LABEL: ours}
         metadata["annotations"] = {**metadata.get("annotations", {}), EXECUTION_ANNOTATION: execution_id(meta_pb)}
         name = metadata["name"]
-        rt.watch(self.kind, namespace)
+        rt.watch(kind, namespace)
         try:
-            await rt.client.create(self.kind, namespace, obj)
+            await rt.client.create(kind, namespace, obj)
         except ApiError as err:
             if err.status == 409:
-                await self._adopt(rt, namespace, name, ours)
+                await self._adopt(rt, kind, namespace, name, ours)
             else:
                 if err.status == 0 or err.status >= 429:  # the POST may have landed: leave nothing behind
-                    await self._cleanup(rt, namespace, name, ours)
+                    await self._cleanup(rt, kind, namespace, name, ours)
                 raise
         return KubeJobMetadata(
-            group=self.kind.group,
-            version=self.kind.version,
-            plural=self.kind.plural,
+            group=kind.group,
+            version=kind.version,
+            plural=kind.plural,
             namespace=namespace,
             name=name,
             task_type=self.kind.task_type,
@@ -185,28 +186,26 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             task_config=json.dumps(dict(task_template.config or {})),
         )
 
-    async def _adopt(self, rt: Runtime, namespace: str, name: str, ours: str) -> None:
-        existing = await rt.client.get(self.kind, namespace, name)
+    async def _adopt(self, rt: Runtime, kind: JobKind, namespace: str, name: str, ours: str) -> None:
+        existing = await rt.client.get(kind, namespace, name)
         owner = (existing.get("metadata", {}).get("labels") or {}).get(EXECUTION_LABEL)
         if owner != ours:
             raise ForeignObjectError(
-                f"{self.kind.kind} {namespace}/{name} already exists and was not created by this task execution "
+                f"{kind.kind} {namespace}/{name} already exists and was not created by this task execution "
                 f"(label {EXECUTION_LABEL}={owner!r}, expected {ours!r}); delete it or rename the execution"
             )
-        log.info("adopted existing %s %s/%s (created by an earlier try of this call)", self.kind.kind, namespace, name)
+        log.info("adopted existing %s %s/%s (created by an earlier try of this call)", kind.kind, namespace, name)
 
-    async def _cleanup(self, rt: Runtime, namespace: str, name: str, ours: str) -> None:
+    async def _cleanup(self, rt: Runtime, kind: JobKind, namespace: str, name: str, ours: str) -> None:
         from .client import ApiError
 
         try:
-            existing = await rt.client.get(self.kind, namespace, name)
+            existing = await rt.client.get(kind, namespace, name)
             if (existing.get("metadata", {}).get("labels") or {}).get(EXECUTION_LABEL) == ours:
-                await rt.client.delete(self.kind, namespace, name)
+                await rt.client.delete(kind, namespace, name)
         except ApiError as err:
             if err.status != 404:
-                log.warning(
-                    "could not clean up %s %s/%s after a failed create: %s", self.kind.kind, namespace, name, err
-                )
+                log.warning("could not clean up %s %s/%s after a failed create: %s", kind.kind, namespace, name, err)
 
     async def get(self, resource_meta: KubeJobMetadata, **kwargs: Any) -> Resource:
         """Phase, message and log links of the job (outputs are written by the task itself)."""
@@ -227,8 +226,11 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         if resource_meta.execution:
             meta_pb.ParseFromString(base64.b64decode(resource_meta.execution))
         task_config = json.loads(resource_meta.task_config) if resource_meta.task_config else None
+        pods = await _trainjob_pods(rt, ns, name) if kind is TRAINJOB else []
         try:
-            info = task_phase(obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config)
+            info = task_phase(
+                obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config, pods=pods
+            )
         except ValueError as err:  # a malformed object fails this call only, with a message that names it
             raise ValueError(f"{kind.kind} {where} cannot be mapped to a phase: {err}") from err
         if obj.get("metadata", {}).get("deletionTimestamp") and not info.phase.is_terminal:
@@ -256,6 +258,20 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         except ApiError as err:
             if err.status != 404:
                 raise
+
+
+async def _trainjob_pods(rt: Runtime, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The pods of a TrainJob, for its log links; none (and a warning) where the connector may not list pods."""
+    from ..backend.trainjob_status import trainjob_pod_selector
+    from .client import ApiError
+
+    try:
+        return await rt.client.list_pods(namespace, trainjob_pod_selector(name))
+    except ApiError as err:
+        if err.status not in (401, 403):
+            raise
+        log.warning("no log links for TrainJob %s/%s: listing its pods is not allowed (%s)", namespace, name, err)
+        return []
 
 
 def register_connectors() -> list[KubeJobConnector]:

@@ -228,6 +228,10 @@ CRD_SOURCES = (
     ("kuberay", "github.com/ray-project/kuberay/ray-operator", "KUBERAY_VERSION", "config/crd/bases"),
     # MPIJob v2beta1: same CRD name as the training operator's v1 MPIJob, so it is read for schemas only.
     ("mpi-operator", "github.com/kubeflow/mpi-operator", "MPI_OPERATOR_VERSION", "manifests/base"),
+)
+#: The engines' CRDs, kept apart (manifest key ``engine_crds``): the e2e control plane installs them, the
+#: schema tests (``crds``, the job kinds this project builds) do not load Kueue's and JobSet's.
+ENGINE_CRD_SOURCES = (
     ("trainer", "github.com/kubeflow/trainer/v2", "TRAINER_VERSION", "manifests/base/crds"),
     ("jobset", "sigs.k8s.io/jobset", "JOBSET_VERSION", "config/components/crd/bases"),
     ("kueue", "sigs.k8s.io/kueue", "KUEUE_VERSION", "config/components/crd/bases"),
@@ -247,10 +251,12 @@ def module_dirs(v: dict[str, str], cwd: Path) -> dict[str, str]:
     return {name: module_download(module, v[key], cwd)["Dir"] for name, (module, key) in modules.items()}
 
 
-def crd_files(v: dict[str, str], cwd: Path) -> dict[str, list[str]]:
+def crd_files(
+    v: dict[str, str], cwd: Path, sources: tuple[tuple[str, str, str, str], ...] = CRD_SOURCES
+) -> dict[str, list[str]]:
     """Per operator, the CRD YAMLs inside its module at the pinned version (found in Go's module cache)."""
     files: dict[str, list[str]] = {}
-    for operator, module, key, folder in CRD_SOURCES:
+    for operator, module, key, folder in sources:
         directory = Path(module_download(module, v[key], cwd)["Dir"]) / folder
         # controller-gen names each CRD file <group>_<plural>.yaml
         files[operator] = sorted(str(p) for p in directory.glob("*_*.yaml"))
@@ -291,6 +297,7 @@ def main() -> None:
         "bin_dir": str(root / "bin"),
         "binaries": binaries,
         "crds": crd_files(v, root / "src"),
+        "engine_crds": crd_files(v, root / "src", ENGINE_CRD_SOURCES),
         "module_dirs": module_dirs(v, root / "src"),
     }
     json.dump(manifest, sys.stdout, indent=1)

@@ -454,7 +454,10 @@ class ControlPlane:
         api = Api(server, ca.pair.cert, admin)
         wait_for("kube-apiserver /readyz", api.ready, 120, self._alive)
 
-        crds = [self.manifest["crds"][operator] for operator in ("training-operator", "kuberay", *ENGINES)]
+        crds = [
+            *(self.manifest["crds"][operator] for operator in ("training-operator", "kuberay")),
+            *(self.manifest["engine_crds"][engine] for engine in ENGINES),
+        ]
         self._install_crds(api, [Path(f) for files in crds for f in files])
         self._training_operator_webhook(api, ports["to-webhook"])
         self._engine_webhooks(api, ports)

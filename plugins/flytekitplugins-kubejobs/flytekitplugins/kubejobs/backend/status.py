@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..wire.kinds import JobKind, StatusStyle, kind_of
+from ..wire.kinds import TRAINJOB, JobKind, StatusStyle, kind_of
+from .kueue import queued_message
 from .logs import LogConfig, LogInput, LogLink, TemplateLogPlugin, render_links, task_execution_variables
 
 if TYPE_CHECKING:
@@ -201,16 +202,19 @@ def task_phase(
             raise ValueError(f"now is out of range: {now!r}") from None
     if not isinstance(obj, Mapping):
         raise ValueError(f"a job object must be a mapping, got {type(obj).__name__}")
-    if obj.get("kind") == "TrainJob":
+    if obj.get("kind") == TRAINJOB.kind:
         from .trainjob_status import trainjob_phase
 
-        return trainjob_phase(obj, config, metadata, now, task_config=task_config, pods=pods)
-    try:
-        kind = kind_of(obj.get("kind"))  # type: ignore[arg-type]  # a non-str is refused the same way
-    except KeyError as e:
-        raise ValueError(e.args[0]) from None
-    job = _Obj(kind.kind, obj)
-    return _PHASE_MAPPINGS[kind.status](job, kind, config, metadata, now, task_config)
+        info = trainjob_phase(obj, config, metadata, now, task_config=task_config, pods=pods)
+    else:
+        try:
+            kind = kind_of(obj.get("kind"))  # type: ignore[arg-type]  # a non-str is refused the same way
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        info = _PHASE_MAPPINGS[kind.status](_Obj(kind.kind, obj), kind, config, metadata, now, task_config)
+    if info.phase is Phase.QUEUED:  # suspended or not started: say so when Kueue decides when it starts
+        info = replace(info, message=queued_message(obj, info.message))
+    return info
 
 
 # --- Training Operator (PyTorchJob, TFJob, MPIJob) ----------------------------------------------------

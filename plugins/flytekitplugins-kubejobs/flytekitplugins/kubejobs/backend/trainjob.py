@@ -25,6 +25,7 @@ from .config import BackendConfig
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import parse_extension
+from .kueue import apply_queue, task_queue
 from .kubeflow import _replica_spec, _role_settings  # the v1 role pod, reused as is
 from .naming import execution_name_parts, object_name
 from .trainjob_config import TRAINER_GROUP, TrainJobConfig
@@ -400,6 +401,7 @@ def build_trainjob(
     if metadata.namespace:
         object_meta["namespace"] = metadata.namespace
     obj = {"apiVersion": API_VERSION, "kind": KIND, "metadata": object_meta, "spec": spec}
+    apply_queue(obj, template.type, task_queue(template, kind), config.kueue)
     if validate:
         problems = check_trainjob(obj, tj)
         schemas = config.schemas()

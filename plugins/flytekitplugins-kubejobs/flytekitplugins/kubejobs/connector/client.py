@@ -185,6 +185,16 @@ class KubeClient:
             propagation_policy="Background",
         )
 
+    async def api_resources(self, group: str, version: str) -> frozenset[str]:
+        """The resources the cluster serves in ``group/version`` (API discovery); empty when it serves none."""
+        try:
+            found = await self._object_call("get_api_resources", group, version)
+        except ApiError as err:
+            if err.status == 404:
+                return frozenset()
+            raise
+        return frozenset(r.name for r in (found.resources or []))
+
     async def list_pods(self, namespace: str, selector: str) -> list[Obj]:
         """The pods matching ``selector``, as JSON dicts (a TrainJob's log links name the pods JobSet made,
         whose names end in a random suffix)."""

@@ -36,11 +36,31 @@ class Runtime:
         self.settings = settings
         self.backend: BackendConfig = settings.backend_config
         self.client = client or KubeClient(settings)
+        self._build_config: Optional[BackendConfig] = None
         self.cache: Optional[JobCache] = (
             JobCache(self.client, f"{MANAGED_BY_LABEL}={MANAGED_BY}", settings.cache_max_objects)
             if settings.cache
             else None
         )
+
+    async def build_config(self) -> BackendConfig:
+        """The configuration objects are built with: ``backend`` with ``plugins.trainjob`` ``task-types: auto``
+        decided by API discovery on first use, then kept for the process (restart the connector after
+        installing or removing an operator)."""
+        if self._build_config is None:
+            trainjob = self.backend.trainjob
+            if trainjob.auto:
+                from dataclasses import replace
+
+                from ..wire.kinds import ENGINE_KINDS, KINDS
+
+                versions = {(k.group, k.version) for k in (*KINDS.values(), *ENGINE_KINDS)}
+                served = {gv: await self.client.api_resources(*gv) for gv in sorted(versions)}
+                resolved = trainjob.resolve(lambda group, version, plural: plural in served[(group, version)])
+                self._build_config = replace(self.backend, trainjob=resolved)
+            else:
+                self._build_config = self.backend
+        return self._build_config
 
     def watch(self, kind: JobKind, namespace: str) -> None:
         """Start the cache for this kind and namespace (no-op without a cache)."""

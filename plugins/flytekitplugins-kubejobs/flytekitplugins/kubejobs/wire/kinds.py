@@ -134,7 +134,7 @@ def _training_operator(
         replica_specs_key=replica_specs_key,
         roles=roles,
         linked_roles=linked_roles,
-        extension_sections=frozenset({"replicaSpecs", "runPolicy"}),
+        extension_sections=frozenset({"replicaSpecs", "runPolicy", "queue"}),
     )
 
 
@@ -192,6 +192,7 @@ KINDS: dict[str, JobKind] = {
             StatusStyle.JOB_DEPLOYMENT,
             container="ray-head",
             task_type_versions=(0,),
+            extension_sections=frozenset({"queue"}),
         ),
     )
 }

@@ -8,7 +8,8 @@
 operators' CRD files), generates the PKI, starts etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler, kwok, the Kubeflow Training Operator, the KubeRay operator and the engines (the Kubeflow
 Trainer v2 controller manager, the JobSet controller, Kueue) as process groups, installs the CRDs and
-Trainer's ClusterTrainingRuntimes, serves every operator's admission webhooks, creates the fake nodes, waits until each part answers (a condition each, never a sleep), writes
+Trainer's ClusterTrainingRuntimes, serves every operator's admission webhooks, creates the fake nodes,
+waits until each part answers (a condition each, never a sleep), writes
 DIR/state.json with the admin kubeconfig, and then stays until SIGTERM/SIGINT or until the watched process
 (the pytest session) is gone, when it stops every process it started.
 
@@ -395,8 +396,10 @@ class ControlPlane:
         sa = service_account_keys(pki)
         ports = {
             name: free_port()
-            for name in ("etcd", "etcd-peer", "apiserver", "to-webhook", "to-probe", "kr-probe")
-            + ("trainer-webhook", "trainer-probe", "jobset-webhook", "jobset-probe", "kueue-webhook", "kueue-probe")
+            for name in (
+                *("etcd", "etcd-peer", "apiserver", "to-webhook", "to-probe", "kr-probe"),
+                *(f"{engine}-{port}" for engine in ENGINES for port in ("webhook", "probe")),
+            )
         }
         server = f"https://127.0.0.1:{ports['apiserver']}"
         kubeconfigs = self.dir / "kubeconfigs"

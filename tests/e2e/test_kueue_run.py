@@ -22,7 +22,17 @@ from flytekitplugins.kubejobs.backend import BackendConfig
 from flytekitplugins.raycluster import HeadNodeConfig, RayJobConfig, WorkerNodeConfig
 
 from .controlplane import wait_for
-from .drive import Run, condition_sequence, connector_runtime, create, execution, phase_names, poll, registered, wait_terminal
+from .drive import (
+    Run,
+    condition_sequence,
+    connector_runtime,
+    create,
+    execution,
+    phase_names,
+    poll,
+    registered,
+    wait_terminal,
+)
 from .runtimes import TORCH_RUNTIME
 
 pytestmark = pytest.mark.slow
@@ -78,16 +88,20 @@ def test_two_of_four_jobs_run_and_two_wait_in_queued(
     for run in runs:
         status = run.statuses[-1]
         ran.append((_time(status["startTime"]), _time(status["completionTime"])))
-        print(json.dumps({"job": run.handle.name, "phases": phase_names(run), "conditions": condition_sequence(run.statuses)}))
+        print(
+            json.dumps(
+                {"job": run.handle.name, "phases": phase_names(run), "conditions": condition_sequence(run.statuses)}
+            )
+        )
     assert all(r.phase == TaskExecution.SUCCEEDED for r in runs), [phase_names(r) for r in runs]
     # Never more than two ran at once: the quota Kueue enforces.
     overlaps = [sum(1 for s2, e2 in ran if s2 < e and s < e2) for s, e in ran]
     assert max(overlaps) <= 2, ran
     first_done = min(end for _, end in ran)
-    waited = [r for r, (start, _) in zip(runs, ran) if start >= first_done]
+    waited = [r for r, (start, _) in zip(runs, ran, strict=True) if start >= first_done]
     assert len(waited) >= 2, ran
     for run in waited:  # reported as queued by Kueue while waiting, and no failure on the way
-        queued = [m for p, m in zip(run.phases, run.messages) if p == TaskExecution.QUEUED]
+        queued = [m for p, m in zip(run.phases, run.messages, strict=True) if p == TaskExecution.QUEUED]
         assert any(QUEUED_BY_KUEUE in m for m in queued), (phase_names(run), run.messages)
         assert not {TaskExecution.FAILED, TaskExecution.RETRYABLE_FAILED} & set(run.phases), phase_names(run)
 

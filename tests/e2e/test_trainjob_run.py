@@ -20,8 +20,8 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flytekitplugins.kfoperators import Elastic, Launcher, MPIJob, PyTorch, Worker
 from flytekitplugins.kubejobs.backend import BackendConfig
 
-from .runtimes import MPI_RUNTIME, TORCH_RUNTIME
 from .drive import Run, condition_sequence, connector_runtime, create, execution, phase_names, registered, wait_terminal
+from .runtimes import MPI_RUNTIME, TORCH_RUNTIME
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,13 @@ JOBS: list[tuple[str, Callable[[], Any]]] = [
 @pytest.mark.parametrize("outcome", ["succeed", "fail"])
 @pytest.mark.parametrize(("name", "config"), JOBS, ids=[name for name, _ in JOBS])
 def test_trainjob_reaches_the_phase_its_pods_decide(
-    k8s: Any, cluster: dict[str, Any], e2e_runtimes: None, namespace: str, name: str, config: Callable[[], Any], outcome: str
+    k8s: Any,
+    cluster: dict[str, Any],
+    e2e_runtimes: None,
+    namespace: str,
+    name: str,
+    config: Callable[[], Any],
+    outcome: str,
 ) -> None:
     run = run_one(k8s, cluster, config(), namespace, f"tj-{name}-{outcome}", outcome)
     sequence = condition_sequence(run.statuses)

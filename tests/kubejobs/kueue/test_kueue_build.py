@@ -71,10 +71,18 @@ def test_a_task_queue_is_the_label_on_the_job_and_the_job_starts_suspended(crd_d
 @pytest.mark.parametrize(
     ("plugins", "namespace", "task_type", "expected"),
     [
-        ({"queues": [{"namespace": "team-a", "task-type": "pytorch", "queue": "a-torch"}, {"queue": "any"}]},
-         "team-a", "pytorch", "a-torch"),
-        ({"queues": [{"namespace": "team-a", "task-type": "pytorch", "queue": "a-torch"}, {"queue": "any"}]},
-         "team-b", "pytorch", "any"),
+        (
+            {"queues": [{"namespace": "team-a", "task-type": "pytorch", "queue": "a-torch"}, {"queue": "any"}]},
+            "team-a",
+            "pytorch",
+            "a-torch",
+        ),
+        (
+            {"queues": [{"namespace": "team-a", "task-type": "pytorch", "queue": "a-torch"}, {"queue": "any"}]},
+            "team-b",
+            "pytorch",
+            "any",
+        ),
         ({"queues": [{"namespace": "team-a", "queue": "a"}]}, "team-b", "pytorch", None),
         ({"queues": [{"task-type": "ray", "queue": "ray-q"}]}, "team-a", "ray", "ray-q"),
     ],
@@ -106,7 +114,10 @@ def test_multikueue_sets_managed_by_where_each_kind_keeps_it(crd_dir: Path) -> N
 
 def test_a_trainjob_is_queued_with_spec_suspend() -> None:
     backend = BackendConfig.from_flyte_config(
-        {"trainjob": {"task-types": ["pytorch", "mpi"], "runtimes": {"mpi": "mpi-rt"}}, "kueue": {"queues": [{"queue": "q"}]}}
+        {
+            "trainjob": {"task-types": ["pytorch", "mpi"], "runtimes": {"mpi": "mpi-rt"}},
+            "kueue": {"queues": [{"queue": "q"}]},
+        }
     )
     for cfg in (PyTorch(worker=Worker(replicas=1)), MPIJob(worker=Worker(replicas=2), slots=1)):
         obj = build_object(_template(cfg), _meta(), backend)
@@ -130,13 +141,15 @@ def test_a_queued_v1_mpijob_is_refused_because_kueue_would_never_resume_it(crd_d
     ("name", "priority", "field"),
     [("Team_A", None, "KueueQueue.name"), ("q", "x" * 64, "KueueQueue.priority_class"), ("", None, "KueueQueue.name")],
 )
-def test_a_queue_that_is_not_a_label_value_is_refused_at_construction(name: str, priority: str | None, field: str) -> None:
+def test_a_queue_that_is_not_a_label_value_is_refused_at_construction(
+    name: str, priority: str | None, field: str
+) -> None:
     with pytest.raises(ValueError, match=field):
         KueueQueue(name, priority_class=priority)
 
 
 def test_run_policy_queue_must_be_a_kueue_queue() -> None:
-    with pytest.raises(TypeError, match="RunPolicy.queue must be a KueueQueue, got 'q'"):
+    with pytest.raises(TypeError, match=r"RunPolicy.queue must be a KueueQueue, got 'q'"):
         RunPolicy(queue="q")  # type: ignore[arg-type]
 
 
@@ -146,7 +159,7 @@ def test_run_policy_queue_must_be_a_kueue_queue() -> None:
         ({"queue": [{"queue": "q"}]}, r"plugins.kueue has unknown keys \['queue'\]"),
         ({"queues": [{"queue": "q", "tasktype": "ray"}]}, r"plugins.kueue.queues\[0\] has unknown keys \['tasktype'\]"),
         ({"queues": [{"queue": "q", "task-type": "spark"}]}, r"task-type must be one of"),
-        ({"queues": [{"namespace": "a"}]}, r"plugins.kueue.queues\[0\]: queue name must be a DNS-1123 label"),
+        ({"queues": [{"namespace": "a"}]}, r"plugins.kueue.queues\[0\].queue must be a DNS-1123 label"),
     ],
 )
 def test_a_bad_kueue_section_names_the_key(section: dict[str, Any], message: str) -> None:

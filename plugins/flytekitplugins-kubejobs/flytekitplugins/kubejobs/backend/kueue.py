@@ -15,8 +15,9 @@ A queued job gets the ``kueue.x-k8s.io/queue-name`` label (and ``kueue.x-k8s.io/
 job object itself, and is created suspended (``runPolicy.suspend`` of a kubeflow.org/v1 kind,
 ``spec.suspend`` of a RayJob or TrainJob) so no pod starts before Kueue admits it; an explicit
 ``suspend: false`` on a queued job is a ``BuildError``, and so is a queued kubeflow.org/v1 MPIJob (Kueue's
-MPIJob integration is the mpi-operator's v2beta1 one: the job would never be resumed). With ``multikueue``, ``managedBy`` is
-``kueue.x-k8s.io/multikueue`` (``runPolicy.managedBy`` of the v1 kinds, ``spec.managedBy`` of the others).
+MPIJob integration is the mpi-operator's v2beta1 one: the job would never be resumed). With ``multikueue``,
+``managedBy`` is ``kueue.x-k8s.io/multikueue`` (``runPolicy.managedBy`` of the v1 kinds, ``spec.managedBy``
+of the others).
 
 >>> cfg = KueueConfig.from_section({"queues": [{"namespace": "a", "queue": "qa"}, {"queue": "shared"}]})
 >>> cfg.queue_for("a", "pytorch").name, cfg.queue_for("b", "ray").name
@@ -100,10 +101,11 @@ class KueueConfig:
             namespace = rule.get("namespace")
             if namespace is not None:
                 check_dns_label(f"{where}.namespace", namespace)
-            try:
-                queue = KueueQueue(rule.get("queue"), rule.get("priority-class"))  # type: ignore[arg-type]
-            except ValueError as e:
-                raise ValueError(f"{where}: {e}") from None
+            name = check_dns_label(f"{where}.queue", rule.get("queue"))
+            priority = rule.get("priority-class")
+            if priority is not None:
+                check_dns_label(f"{where}.priority-class", priority)
+            queue = KueueQueue(name, priority)
             parsed.append(QueueRule(queue, namespace, task_type))
         return cls(tuple(parsed), multikueue)
 

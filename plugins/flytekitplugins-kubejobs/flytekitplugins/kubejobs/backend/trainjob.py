@@ -25,8 +25,8 @@ from .config import BackendConfig
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import parse_extension
-from .kueue import apply_queue, task_queue
 from .kubeflow import _replica_spec, _role_settings  # the v1 role pod, reused as is
+from .kueue import apply_queue, task_queue
 from .naming import execution_name_parts, object_name
 from .trainjob_config import TRAINER_GROUP, TrainJobConfig
 

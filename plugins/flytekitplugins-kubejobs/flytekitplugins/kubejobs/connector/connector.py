@@ -228,9 +228,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         task_config = json.loads(resource_meta.task_config) if resource_meta.task_config else None
         pods = await _trainjob_pods(rt, ns, name) if kind is TRAINJOB else []
         try:
-            info = task_phase(
-                obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config, pods=pods
-            )
+            info = task_phase(obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config, pods=pods)
         except ValueError as err:  # a malformed object fails this call only, with a message that names it
             raise ValueError(f"{kind.kind} {where} cannot be mapped to a phase: {err}") from err
         if obj.get("metadata", {}).get("deletionTimestamp") and not info.phase.is_terminal:

@@ -72,6 +72,7 @@ _KUEUE_WEBHOOK_RESOURCES = frozenset(
 #: Where controller-runtime webhook servers read their certificate by default (the training operator cannot
 #: be told otherwise, nor can Trainer): every operator here serves the one certificate made for 127.0.0.1.
 WEBHOOK_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 T = TypeVar("T")
 
 
@@ -726,6 +727,14 @@ class ControlPlane:
             },
         }
         configs["kueue"]["webhook"]["certDir"] = str(WEBHOOK_CERT_DIR)
+        # Kueue without internal cert management reads a metrics certificate from a fixed path even when metrics
+        # are off; it gets the shared one.
+        certs = _training_operator_webhook_certs()
+        KUEUE_METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.crt", "tls.key"):
+            target = KUEUE_METRICS_CERT_DIR / name
+            if not target.exists() or target.read_bytes() != certs[name]:
+                target.write_bytes(certs[name])
         configs["jobset-controller"]["webhook"]["certDir"] = str(WEBHOOK_CERT_DIR)
         for binary, config in configs.items():
             path = self.dir / f"{binary}.yaml"

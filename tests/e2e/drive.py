@@ -9,6 +9,7 @@ admin kubeconfig and the backend configuration under test.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -35,7 +36,8 @@ from .controlplane import OUTCOME, RUN_FOR
 SETTINGS = SerializationSettings(
     project="proj", domain="dev", version="v1", image_config=ImageConfig.auto(img_name="registry.example/flyte:1.0")
 )
-OUTPUT_PREFIX = "s3://bucket/out"
+#: Where the connector writes a pod-template task's inputs.pb (a local folder: flytekit's data persistence).
+OUTPUT_PREFIX = tempfile.mkdtemp(prefix="kubejobs-e2e-outputs-")
 #: What propeller puts in a container task's placeholders before the connector sees it.
 _RENDERED = (
     ("input", f"{OUTPUT_PREFIX}/inputs.pb"),
@@ -54,7 +56,7 @@ def train(epochs: int) -> float:
 @contextmanager
 def connector_runtime(kubeconfig: str, backend: BackendConfig) -> Iterator[None]:
     """The connector's runtime on the e2e cluster (no cache: every get() reads the API server)."""
-    configure(ConnectorSettings(kubeconfig=kubeconfig, cache=False, backend=backend))
+    configure(ConnectorSettings(kubeconfig=kubeconfig, cache=False, input_prefixes=(OUTPUT_PREFIX,), backend=backend))
     try:
         yield
     finally:
@@ -62,10 +64,13 @@ def connector_runtime(kubeconfig: str, backend: BackendConfig) -> Iterator[None]
 
 
 def registered(config: Any) -> PbTemplate:
-    """The task template flytekit registers for ``config``, args rendered as propeller does."""
+    """The task template flytekit registers for ``config``; a container target's args rendered as propeller
+    does (a pod-template target arrives as written: the connector fills it)."""
     template: PbTemplate = get_serializable(
         OrderedDict(), SETTINGS, task(task_config=config)(train)
     ).template.to_flyte_idl()
+    if template.WhichOneof("target") != "container":  # touching .container would switch the oneof
+        return template
     rendered = [substitute(arg, _RENDERED) for arg in template.container.args]
     del template.container.args[:]
     template.container.args.extend(rendered)

@@ -119,7 +119,9 @@ def poll(k8s: Any, run: Run) -> Resource:
 
     resource: Resource = asyncio.run(run.connector.get(run.handle))
     h = run.handle
-    obj = client.CustomObjectsApi(k8s).get_namespaced_custom_object(h.group, h.version, h.namespace, h.plural, h.name)
+    obj: Any = client.CustomObjectsApi(k8s).get_namespaced_custom_object(
+        h.group, h.version, h.namespace, h.plural, h.name
+    )
     status = obj.get("status") or {}
     if status and (not run.statuses or run.statuses[-1] != status):
         run.statuses.append(status)

@@ -4,7 +4,8 @@ A ClusterQueue with quota for two jobs and a LocalQueue; four PyTorch tasks nami
 (``RunPolicy(queue=KueueQueue(...))``) go through the connector. The backend creates them suspended with
 Kueue's queue label; Kueue admits two (resuming them), the other two wait, reported QUEUED with a message
 saying they wait for Kueue, never a failure, and run once quota frees. A TrainJob queued by the backend's
-``plugins.kueue`` rule goes the same way, and a RayJob whose queue has no quota stays QUEUED.
+``plugins.kueue`` rule is labelled and suspended, but Kueue v0.17.0 cannot resume it on Trainer v2.3.0 (xfail
+below); a RayJob whose queue has no quota stays QUEUED.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ from .runtimes import TORCH_RUNTIME
 pytestmark = pytest.mark.slow
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+def _obj(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "/".join(KUEUE), "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
 QUEUED_BY_KUEUE = "waiting for Kueue to admit it"
 
 
@@ -49,24 +56,23 @@ def queue(k8s: Any, namespace: str) -> Iterator[tuple[str, str]]:
     api = client.CustomObjectsApi(k8s)
     suffix = os.urandom(3).hex()
     flavor, cq, lq = f"e2e-flavor-{suffix}", f"e2e-cq-{suffix}", "e2e-lq"
-    api.create_cluster_custom_object(*KUEUE, "resourceflavors", {"metadata": {"name": flavor}, "spec": {}})
+    api.create_cluster_custom_object(*KUEUE, "resourceflavors", _obj("ResourceFlavor", flavor, {}))
     resources = [{"name": "cpu", "nominalQuota": "4"}, {"name": "memory", "nominalQuota": "4Gi"}]
     api.create_cluster_custom_object(
         *KUEUE,
         "clusterqueues",
-        {
-            "metadata": {"name": cq},
-            "spec": {
+        _obj(
+            "ClusterQueue",
+            cq,
+            {
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                 "resourceGroups": [
                     {"coveredResources": ["cpu", "memory"], "flavors": [{"name": flavor, "resources": resources}]}
                 ],
             },
-        },
+        ),
     )
-    api.create_namespaced_custom_object(
-        *KUEUE, namespace, "localqueues", {"metadata": {"name": lq}, "spec": {"clusterQueue": cq}}
-    )
+    api.create_namespaced_custom_object(*KUEUE, namespace, "localqueues", _obj("LocalQueue", lq, {"clusterQueue": cq}))
     yield cq, lq
     api.delete_cluster_custom_object(*KUEUE, "clusterqueues", cq)
     api.delete_cluster_custom_object(*KUEUE, "resourceflavors", flavor)
@@ -106,6 +112,11 @@ def test_two_of_four_jobs_run_and_two_wait_in_queued(
         assert not {TaskExecution.FAILED, TaskExecution.RETRYABLE_FAILED} & set(run.phases), phase_names(run)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="Kueue v0.17.0 admits it but cannot resume it: its unsuspend update changes spec.trainer, which Trainer "
+    "v2.3.0's CRD rule keeps immutable ('spec.trainer: Invalid value: field is immutable', kueue.log)",
+)
 def test_trainjob_queued_by_the_backend_rule_runs_when_admitted(
     k8s: Any, cluster: dict[str, Any], namespace: str, queue: tuple[str, str], e2e_runtimes: None
 ) -> None:
@@ -120,7 +131,7 @@ def test_trainjob_queued_by_the_backend_rule_runs_when_admitted(
     )
     with connector_runtime(cluster["kubeconfig"], backend):
         run = create(registered(PyTorch(worker=Worker(replicas=1))), execution(namespace, "kq-tj", "succeed"))
-        obj = client.CustomObjectsApi(k8s).get_namespaced_custom_object(
+        obj: Any = client.CustomObjectsApi(k8s).get_namespaced_custom_object(
             "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", run.handle.name
         )
         assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == lq, obj["metadata"]
@@ -136,7 +147,7 @@ def test_rayjob_without_quota_stays_queued_never_failed(k8s: Any, cluster: dict[
     api = client.CustomObjectsApi(k8s)
     lq = "e2e-no-quota"  # a LocalQueue whose ClusterQueue does not exist: Kueue never admits its jobs
     api.create_namespaced_custom_object(
-        *KUEUE, namespace, "localqueues", {"metadata": {"name": lq}, "spec": {"clusterQueue": f"missing-{namespace}"}}
+        *KUEUE, namespace, "localqueues", _obj("LocalQueue", lq, {"clusterQueue": f"missing-{namespace}"})
     )
     backend = BackendConfig.from_flyte_config({"kueue": {"queues": [{"task-type": "ray", "queue": lq}]}})
     config = RayJobConfig(

@@ -41,7 +41,7 @@ def jobset_pods(k8s: Any, namespace: str, name: str) -> set[str]:
     from kubernetes import client
 
     pods = client.CoreV1Api(k8s).list_namespaced_pod(namespace, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
-    return {p.metadata.name for p in pods.items}
+    return {str(p.metadata.name) for p in pods.items if p.metadata is not None}
 
 
 def run_one(k8s: Any, cluster: dict[str, Any], config: Any, namespace: str, name: str, outcome: str) -> Run:
@@ -88,7 +88,8 @@ def test_trainjob_reaches_the_phase_its_pods_decide(
     else:
         assert run.phase == TaskExecution.RETRYABLE_FAILED, (sequence, phase_names(run))
         assert any(c.startswith("Failed=True") for c in sequence), sequence
-        assert run.last is not None and "TrainJob failed" in run.last.message, run.last.message
+        message = run.last.message if run.last is not None else ""
+        assert "TrainJob failed" in message, message
     assert_links_name_the_real_pods(k8s, run)
 
 

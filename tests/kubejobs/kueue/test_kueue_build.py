@@ -34,7 +34,7 @@ def _template(cfg: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
 
-        @task(task_config=cfg)
+        @task(task_config=cfg)  # type: ignore[untyped-decorator]
         def train() -> None: ...
 
         return get_serializable(OrderedDict(), SETTINGS, train).template.to_flyte_idl()

@@ -30,7 +30,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..policies import KueueQueue
 from ..wire.k8ssyntax import check_dns_label
 from ..wire.kinds import KINDS, JobKind, kind_of
 from .errors import BuildError
@@ -40,6 +39,7 @@ __all__ = [
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
     "KueueConfig",
+    "Queue",
     "QueueRule",
     "apply_queue",
     "queued_message",
@@ -53,10 +53,19 @@ MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 
 @dataclass(frozen=True)
+class Queue:
+    """A LocalQueue and an optional WorkloadPriorityClass, read from the extension or ``plugins.kueue`` (the
+    backend's side of ``policies.KueueQueue``, checked again: the backend trusts no custom)."""
+
+    name: str
+    priority_class: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class QueueRule:
     """``plugins.kueue.queues[]``: ``queue`` for jobs in ``namespace`` of ``task_type`` (None: any)."""
 
-    queue: KueueQueue
+    queue: Queue
     namespace: Optional[str] = None
     task_type: Optional[str] = None
 
@@ -71,7 +80,7 @@ class KueueConfig:
     queues: tuple[QueueRule, ...] = ()
     multikueue: bool = False
 
-    def queue_for(self, namespace: str, task_type: str) -> Optional[KueueQueue]:
+    def queue_for(self, namespace: str, task_type: str) -> Optional[Queue]:
         """The queue of the first rule matching, or None."""
         return next((r.queue for r in self.queues if r.matches(namespace, task_type)), None)
 
@@ -105,7 +114,7 @@ class KueueConfig:
             priority = rule.get("priority-class")
             if priority is not None:
                 check_dns_label(f"{where}.priority-class", priority)
-            queue = KueueQueue(name, priority)
+            queue = Queue(name, priority)
             parsed.append(QueueRule(queue, namespace, task_type))
         return cls(tuple(parsed), multikueue)
 
@@ -116,7 +125,7 @@ def apply_queue(
     """Queue ``obj`` (a built job) as the task's extension (``task_queue``, checked) or ``config`` says."""
     namespace = obj["metadata"].get("namespace", "")
     queue = (
-        KueueQueue(task_queue["name"], task_queue.get("priorityClass"))
+        Queue(task_queue["name"], task_queue.get("priorityClass"))
         if task_queue is not None
         else config.queue_for(namespace, task_type)
     )

@@ -203,7 +203,7 @@ class KubeClient:
         core = client.CoreV1Api(self._api_client)
 
         def fn() -> Obj:
-            response = core.list_namespaced_pod(
+            response: Any = core.list_namespaced_pod(  # the raw HTTP response (_preload_content=False)
                 namespace, label_selector=selector, _request_timeout=self._timeout, _preload_content=False
             )
             return _as_obj(json.loads(response.data))

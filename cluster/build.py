@@ -11,7 +11,10 @@ Each tool gets a small go.mod generated under the cache folder (never in the clo
 command's package at the pinned version, plus, for k8s.io/kubernetes, a replace of every staging module
 (read from the kubernetes go.mod itself) by its published v0.<minor>.<patch>. Binaries are kept in
 ${XDG_CACHE_HOME:-~/.cache}/kubejobs/<versions key>/bin and reused while they exist; Go's own build and
-module caches make a rebuild after a version bump incremental. Standard library only: it runs before the
+module caches make a rebuild after a version bump incremental. Binaries come in two groups with a cache
+folder each, named after that group's versions: the core (Kubernetes, etcd, kwok, Training Operator, KubeRay)
+and the engines (Kubeflow Trainer v2, JobSet, Kueue), so that pinning or bumping an engine never rebuilds
+kube-apiserver. Standard library only: it runs before the
 virtualenv exists.
 """
 
@@ -54,6 +57,7 @@ class Tool:
     staging_replaces: bool = False  # k8s.io/kubernetes: pin every k8s.io/<staging> module
     workdir: str = ""  # tools sharing a workdir share one generated go.mod
     source: Path | None = field(default=None)
+    group: str = "core"  # which cache folder (GROUPS) holds the binary
 
 
 def tools(v: dict[str, str]) -> list[Tool]:
@@ -110,24 +114,40 @@ def tools(v: dict[str, str]) -> list[Tool]:
             "KUBERAY_VERSION",
             "github.com/ray-project/kuberay/ray-operator",
         ),
+        # Kubeflow Trainer v2 and what it runs on; each its own go.mod (their k8s.io minors differ).
+        Tool(
+            "trainer-controller-manager",
+            "github.com/kubeflow/trainer/v2",
+            "TRAINER_VERSION",
+            "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
+            group="engines",
+        ),
+        Tool("jobset-controller", "sigs.k8s.io/jobset", "JOBSET_VERSION", "sigs.k8s.io/jobset", group="engines"),
+        Tool("kueue", "sigs.k8s.io/kueue", "KUEUE_VERSION", "sigs.k8s.io/kueue/cmd/kueue", group="engines"),
     ]
 
 
-def versions_key(v: dict[str, str]) -> str:
-    short = {
+#: Per cache folder, the versions that name it (short names in order).
+GROUPS = {
+    "core": {
         "KUBERNETES_VERSION": "k8s",
         "ETCD_VERSION": "etcd",
         "KWOK_VERSION": "kwok",
         "TRAINING_OPERATOR_VERSION": "kto",
         "KUBERAY_VERSION": "kuberay",
-    }
-    parts = [f"{name}{v[key].lstrip('v')}" for key, name in short.items()]
+    },
+    "engines": {"TRAINER_VERSION": "trainer", "JOBSET_VERSION": "jobset", "KUEUE_VERSION": "kueue"},
+}
+
+
+def versions_key(v: dict[str, str], group: str = "core") -> str:
+    parts = [f"{name}{v[key].lstrip('v')}" for key, name in GROUPS[group].items()]
     return "-".join(parts) + f"-r{RECIPE}"
 
 
-def cache_root(v: dict[str, str]) -> Path:
+def cache_root(v: dict[str, str], group: str = "core") -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "kubejobs" / versions_key(v)
+    return base / "kubejobs" / versions_key(v, group)
 
 
 def log(message: str) -> None:
@@ -182,7 +202,8 @@ def add_tool(tool: Tool, v: dict[str, str], src: Path) -> None:
         go("get", "-tool", f"{tool.package}@{v[tool.version_key]}", cwd=src)
 
 
-def build(tool: Tool, v: dict[str, str], root: Path) -> Path:
+def build(tool: Tool, v: dict[str, str]) -> Path:
+    root = cache_root(v, tool.group)
     target = root / "bin" / tool.name
     if target.exists():
         return target
@@ -208,6 +229,13 @@ CRD_SOURCES = (
     # MPIJob v2beta1: same CRD name as the training operator's v1 MPIJob, so it is read for schemas only.
     ("mpi-operator", "github.com/kubeflow/mpi-operator", "MPI_OPERATOR_VERSION", "manifests/base"),
 )
+#: The engines' CRDs, kept apart (manifest key ``engine_crds``): the e2e control plane installs them, the
+#: schema tests (``crds``, the job kinds this project builds) do not load Kueue's and JobSet's.
+ENGINE_CRD_SOURCES = (
+    ("trainer", "github.com/kubeflow/trainer/v2", "TRAINER_VERSION", "manifests/base/crds"),
+    ("jobset", "sigs.k8s.io/jobset", "JOBSET_VERSION", "config/components/crd/bases"),
+    ("kueue", "sigs.k8s.io/kueue", "KUEUE_VERSION", "config/components/crd/bases"),
+)
 
 
 def module_dirs(v: dict[str, str], cwd: Path) -> dict[str, str]:
@@ -216,14 +244,19 @@ def module_dirs(v: dict[str, str], cwd: Path) -> dict[str, str]:
         "kwok": ("sigs.k8s.io/kwok", "KWOK_VERSION"),
         "training-operator": ("github.com/kubeflow/training-operator", "TRAINING_OPERATOR_VERSION"),
         "kuberay": ("github.com/ray-project/kuberay/ray-operator", "KUBERAY_VERSION"),
+        "trainer": ("github.com/kubeflow/trainer/v2", "TRAINER_VERSION"),
+        "jobset": ("sigs.k8s.io/jobset", "JOBSET_VERSION"),
+        "kueue": ("sigs.k8s.io/kueue", "KUEUE_VERSION"),
     }
     return {name: module_download(module, v[key], cwd)["Dir"] for name, (module, key) in modules.items()}
 
 
-def crd_files(v: dict[str, str], cwd: Path) -> dict[str, list[str]]:
+def crd_files(
+    v: dict[str, str], cwd: Path, sources: tuple[tuple[str, str, str, str], ...] = CRD_SOURCES
+) -> dict[str, list[str]]:
     """Per operator, the CRD YAMLs inside its module at the pinned version (found in Go's module cache)."""
     files: dict[str, list[str]] = {}
-    for operator, module, key, folder in CRD_SOURCES:
+    for operator, module, key, folder in sources:
         directory = Path(module_download(module, v[key], cwd)["Dir"]) / folder
         # controller-gen names each CRD file <group>_<plural>.yaml
         files[operator] = sorted(str(p) for p in directory.glob("*_*.yaml"))
@@ -243,18 +276,20 @@ def main() -> None:
     v = pinned_versions()
     root = cache_root(v)
     (root / "src").mkdir(parents=True, exist_ok=True)
+    where = {t.name: cache_root(v, t.group) / "bin" / t.name for t in tools(v)}
     if args.crds:
         json.dump({"versions": v, "crds": crd_files(v, root / "src")}, sys.stdout, indent=1)
         print()
         return
     selected = [t for t in tools(v) if not args.only or t.name in args.only]
-    missing = [t.name for t in selected if not (root / "bin" / t.name).exists()]
+    missing = [t.name for t in selected if not where[t.name].exists()]
     if args.check and missing:
-        raise SystemExit(f"not built yet in {root / 'bin'}: {', '.join(missing)}")
+        raise SystemExit(f"not built yet: {', '.join(str(where[name]) for name in missing)}")
     if missing:
-        log(f"building {', '.join(missing)} into {root / 'bin'} (first build: about 25 minutes on 2 cores)")
+        folders = sorted({str(where[name].parent) for name in missing})
+        log(f"building {', '.join(missing)} into {' and '.join(folders)} (first build: about 25 minutes on 2 cores)")
     started = time.monotonic()
-    binaries = {t.name: str(build(t, v, root)) for t in selected}
+    binaries = {t.name: str(build(t, v)) for t in selected}
     if missing:
         log(f"all built in {time.monotonic() - started:.0f}s")
     manifest = {
@@ -262,6 +297,7 @@ def main() -> None:
         "bin_dir": str(root / "bin"),
         "binaries": binaries,
         "crds": crd_files(v, root / "src"),
+        "engine_crds": crd_files(v, root / "src", ENGINE_CRD_SOURCES),
         "module_dirs": module_dirs(v, root / "src"),
     }
     json.dump(manifest, sys.stdout, indent=1)

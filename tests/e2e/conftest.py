@@ -31,6 +31,14 @@ def k8s(cluster: dict[str, Any]) -> Any:
     return client.ApiClient(configuration)
 
 
+@pytest.fixture(scope="session")
+def e2e_runtimes(k8s: Any) -> None:
+    """The ClusterTrainingRuntimes of the TrainJob tests (``runtimes.py``), made once per session."""
+    from .runtimes import install
+
+    install(k8s)
+
+
 @pytest.fixture
 def namespace(k8s: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     """A fresh namespace (Pod Security `baseline` enforced, as a shared cluster would), deleted afterwards."""

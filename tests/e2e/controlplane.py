@@ -6,8 +6,10 @@
 
 `up` is a supervisor: it builds nothing itself (cluster/build.py does, and is asked for the binaries and the
 operators' CRD files), generates the PKI, starts etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, kwok, the Kubeflow Training Operator and the KubeRay operator as process groups, installs
-the CRDs, creates the fake nodes, waits until each part answers (a condition each, never a sleep), writes
+kube-scheduler, kwok, the Kubeflow Training Operator, the KubeRay operator and the engines (the Kubeflow
+Trainer v2 controller manager, the JobSet controller, Kueue) as process groups, installs the CRDs and
+Trainer's ClusterTrainingRuntimes, serves every operator's admission webhooks, creates the fake nodes,
+waits until each part answers (a condition each, never a sleep), writes
 DIR/state.json with the admin kubeconfig, and then stays until SIGTERM/SIGINT or until the watched process
 (the pytest session) is gone, when it stops every process it started. SIGUSR1 restarts kube-apiserver with
 the same flags (`restart_apiserver(state)`, for the tests of what survives a restart); `--apiserver-arg` adds
@@ -50,7 +52,29 @@ REPO = Path(__file__).resolve().parents[2]
 OUTCOME = "kubejobs-e2e/outcome"
 RUN_FOR = "kubejobs-e2e/run-for"
 NODE_COUNT = 3
+#: The engines' names in cluster/build.py's manifest (CRDs, module folders) and in the port names below.
+ENGINES = ("trainer", "jobset", "kueue")
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+KUEUE_NAMESPACE = "kueue-system"
+#: Kueue's job integrations enabled here (its 0.17 framework names) for the kinds this project builds. Not
+#: "kubeflow.org/mpijob": Kueue's MPIJob integration is the mpi-operator's v2beta1 MPIJob, not the v1 one served.
+KUEUE_FRAMEWORKS = (
+    "kubeflow.org/pytorchjob",
+    "kubeflow.org/tfjob",
+    "ray.io/rayjob",
+    "trainer.kubeflow.org/trainjob",
+    "jobset.x-k8s.io/jobset",
+)
+#: The resources of Kueue's own API and of those integrations, whose Kueue webhooks are served (Kueue's
+#: webhook manifest also covers pods, deployments, statefulsets... of integrations not enabled here).
+_KUEUE_WEBHOOK_RESOURCES = frozenset(
+    {"workloads", "clusterqueues", "cohorts", "resourceflavors", "localqueues"}
+    | {"pytorchjobs", "tfjobs", "rayjobs", "trainjobs", "jobsets"}
+)
+#: Where controller-runtime webhook servers read their certificate by default (the training operator cannot
+#: be told otherwise, nor can Trainer): every operator here serves the one certificate made for 127.0.0.1.
+WEBHOOK_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+KUEUE_METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 T = TypeVar("T")
 
 
@@ -393,7 +417,13 @@ class ControlPlane:
         )
         admin = ca.issue("admin", "kubejobs-e2e-admin", organizations=("system:masters",))
         sa = service_account_keys(pki)
-        ports = {name: free_port() for name in ("etcd", "etcd-peer", "apiserver", "to-webhook", "to-probe", "kr-probe")}
+        ports = {
+            name: free_port()
+            for name in (
+                *("etcd", "etcd-peer", "apiserver", "to-webhook", "to-probe", "kr-probe"),
+                *(f"{engine}-{port}" for engine in ENGINES for port in ("webhook", "probe")),
+            )
+        }
         server = f"https://127.0.0.1:{ports['apiserver']}"
         kubeconfigs = self.dir / "kubeconfigs"
         kubeconfigs.mkdir(exist_ok=True)
@@ -451,9 +481,13 @@ class ControlPlane:
         api = self.api = Api(server, ca.pair.cert, admin)
         wait_for("kube-apiserver /readyz", api.ready, 120, self._alive)
 
-        crds = [*self.manifest["crds"]["training-operator"], *self.manifest["crds"]["kuberay"]]
-        self._install_crds(api, [Path(f) for f in crds])
+        crds = [
+            *(self.manifest["crds"][operator] for operator in ("training-operator", "kuberay")),
+            *(self.manifest["engine_crds"][engine] for engine in ENGINES),
+        ]
+        self._install_crds(api, [Path(f) for files in crds for f in files])
         self._training_operator_webhook(api, ports["to-webhook"])
+        self._engine_webhooks(api, ports)
 
         self._start(
             "kube-controller-manager",
@@ -525,6 +559,7 @@ class ControlPlane:
                 "--log-stdout-encoder=console",
             ],
         )
+        self._start_engines(admin_kubeconfig, ports)
         for i in range(NODE_COUNT):
             api.call("POST", "/api/v1/nodes", fake_node(f"kwok-node-{i}"))
 
@@ -559,6 +594,14 @@ class ControlPlane:
             180,
             self._alive,
         )
+        for engine in ENGINES:
+            wait_for(
+                f"{engine} /readyz",
+                functools.partial(http_ok, f"http://127.0.0.1:{ports[engine + '-probe']}/readyz"),
+                180,
+                self._alive,
+            )
+        self._install_runtimes(api)
         self.state = {
             "server": server,
             "etcd": etcd_url,
@@ -604,10 +647,9 @@ class ControlPlane:
         """
         ns = TRAINING_OPERATOR_NAMESPACE
         files = _training_operator_webhook_certs()
-        serving_dir = Path("/tmp/k8s-webhook-server/serving-certs")
-        serving_dir.mkdir(parents=True, exist_ok=True)
+        WEBHOOK_CERT_DIR.mkdir(parents=True, exist_ok=True)
         for name in ("tls.crt", "tls.key", "ca.crt"):
-            target = serving_dir / name
+            target = WEBHOOK_CERT_DIR / name
             if not target.exists() or target.read_bytes() != files[name]:
                 target.write_bytes(files[name])
         api.call("POST", "/api/v1/namespaces", {"metadata": {"name": ns}})
@@ -620,15 +662,118 @@ class ControlPlane:
             },
         )
         upstream = Path(self.manifest["module_dirs"]["training-operator"]) / "manifests/base/webhook/manifests.yaml"
-        config = yaml.safe_load(upstream.read_text())
-        config["metadata"] = {"name": "validator.training-operator.kubeflow.org"}
-        for webhook in config["webhooks"]:
-            path = webhook["clientConfig"]["service"]["path"]
-            webhook["clientConfig"] = {
-                "url": f"https://127.0.0.1:{port}{path}",
-                "caBundle": base64.b64encode(files["ca.crt"]).decode(),
+        self._serve_webhooks(api, "training-operator.kubeflow.org", upstream, port)
+
+    def _serve_webhooks(
+        self,
+        api: Api,
+        name: str,
+        upstream: Path,
+        port: int,
+        keep: Callable[[dict[str, Any]], bool] = lambda webhook: True,
+    ) -> None:
+        """Register an operator's own webhook configurations (its module's manifest, the webhooks ``keep``
+        selects) with each call sent to https://127.0.0.1:<port><path>, signed by the shared webhook CA."""
+        ca_bundle = base64.b64encode(_training_operator_webhook_certs()["ca.crt"]).decode()
+        plurals = {
+            "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
+            "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+        }
+        for config in yaml.safe_load_all(upstream.read_text()):
+            if not config or config.get("kind") not in plurals:
+                continue
+            config["metadata"] = {"name": f"{'validator' if 'Validating' in config['kind'] else 'defaulter'}.{name}"}
+            config["webhooks"] = [w for w in config["webhooks"] if keep(w)]
+            for webhook in config["webhooks"]:
+                path = webhook["clientConfig"]["service"]["path"]
+                webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle}
+            api.call("POST", f"/apis/admissionregistration.k8s.io/v1/{plurals[config['kind']]}", config)
+
+    # -- the engines: Kubeflow Trainer v2, JobSet, Kueue ---------------------------------------------------------
+    def _engine_webhooks(self, api: Api, ports: dict[str, int]) -> None:
+        """Trainer's, JobSet's and Kueue's webhooks, served like the training operator's (their own cert
+        management is off: they read the shared certificate). JobSet's pod webhooks get the object selector its
+        own kustomization adds (JobSet pods only); of Kueue's, those of its API and of KUEUE_FRAMEWORKS."""
+        dirs = self.manifest["module_dirs"]
+
+        def jobset_pods_only(webhook: dict[str, Any]) -> bool:
+            if any("pods" in rule["resources"] for rule in webhook["rules"]):
+                webhook["objectSelector"] = {
+                    "matchExpressions": [{"key": "jobset.sigs.k8s.io/jobset-name", "operator": "Exists"}]
+                }
+            return True
+
+        def kueue_enabled(webhook: dict[str, Any]) -> bool:
+            return all(set(rule["resources"]) <= _KUEUE_WEBHOOK_RESOURCES for rule in webhook["rules"])
+
+        for engine, manifest, keep in (
+            ("trainer", "manifests/base/webhook/manifests.yaml", lambda webhook: True),
+            ("jobset", "config/components/webhook/manifests.yaml", jobset_pods_only),
+            ("kueue", "config/components/webhook/manifests.yaml", kueue_enabled),
+        ):
+            self._serve_webhooks(api, f"{engine}.e2e", Path(dirs[engine]) / manifest, ports[f"{engine}-webhook"], keep)
+        api.call("POST", "/api/v1/namespaces", {"metadata": {"name": KUEUE_NAMESPACE}})
+
+    def _start_engines(self, kubeconfig: Path, ports: dict[str, int]) -> None:
+        """Each engine from a configuration file: leader election, metrics and internal cert management off,
+        webhook and health ports on 127.0.0.1. Kueue manages only jobs that name a queue."""
+
+        def common(engine: str) -> dict[str, Any]:
+            return {
+                "leaderElection": {"leaderElect": False},
+                "metrics": {"bindAddress": "0"},
+                "health": {"healthProbeBindAddress": f"127.0.0.1:{ports[engine + '-probe']}"},
+                "webhook": {"port": ports[engine + "-webhook"], "host": "127.0.0.1"},
             }
-        api.call("POST", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations", config)
+
+        configs = {
+            "trainer-controller-manager": {
+                "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+                "kind": "Configuration",
+                **common("trainer"),
+                "certManagement": {"enable": False},
+            },
+            "jobset-controller": {
+                "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+                "kind": "Configuration",
+                **common("jobset"),
+                "internalCertManagement": {"enable": False},
+            },
+            "kueue": {
+                "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+                "kind": "Configuration",
+                "namespace": KUEUE_NAMESPACE,
+                **common("kueue"),
+                "internalCertManagement": {"enable": False},
+                "manageJobsWithoutQueueName": False,
+                "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+                # the visibility API is an aggregated API server on a fixed port: not needed here
+                "featureGates": {"VisibilityOnDemand": False},
+            },
+        }
+        configs["kueue"]["webhook"]["certDir"] = str(WEBHOOK_CERT_DIR)
+        # Kueue without internal cert management reads a metrics certificate from a fixed path even when metrics
+        # are off; it gets the shared one.
+        certs = _training_operator_webhook_certs()
+        KUEUE_METRICS_CERT_DIR.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.crt", "tls.key"):
+            target = KUEUE_METRICS_CERT_DIR / name
+            if not target.exists() or target.read_bytes() != certs[name]:
+                target.write_bytes(certs[name])
+        configs["jobset-controller"]["webhook"]["certDir"] = str(WEBHOOK_CERT_DIR)
+        for binary, config in configs.items():
+            path = self.dir / f"{binary}.yaml"
+            path.write_text(yaml.safe_dump(config))
+            self._start(binary, [f"--kubeconfig={kubeconfig}", f"--config={path}"])
+
+    def _install_runtimes(self, api: Api) -> None:
+        """Trainer's ClusterTrainingRuntimes (its module's manifests/base/runtimes, top level), once its
+        webhook, which validates them, serves."""
+        folder = Path(self.manifest["module_dirs"]["trainer"]) / "manifests/base/runtimes"
+        for file in sorted(folder.glob("*.yaml")):
+            for runtime in yaml.safe_load_all(file.read_text()):
+                if runtime and runtime.get("kind") == "ClusterTrainingRuntime":
+                    api.call("POST", "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes", runtime)
 
 
 def _training_operator_webhook_certs() -> dict[str, bytes]:

@@ -35,7 +35,9 @@ def test_module_examples_run(module: object) -> None:
     assert doctest.testmod(module).failed == 0  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, None), ("full", "full"), (" FULL ", "full"), ("one", 1), (3, 3), ("3", 3)])
+@pytest.mark.parametrize(
+    ("value", "expected"), [(None, None), ("full", "full"), (" FULL ", "full"), ("one", 1), (3, 3), ("3", 3)]
+)
 def test_accepted_settings(value: object, expected: object) -> None:
     assert check_local_world("PyTorch.local_world", value) == expected
 

@@ -12,7 +12,7 @@ config. One ``RunPolicy``/``RestartPolicy``/``CleanPodPolicy``/``Worker`` serves
 """
 
 from flytekitplugins.kubejobs.compute import ComputeTemplate
-from flytekitplugins.kubejobs.policies import CleanPodPolicy, RestartPolicy, RunPolicy, SchedulingPolicy
+from flytekitplugins.kubejobs.policies import CleanPodPolicy, KueueQueue, RestartPolicy, RunPolicy, SchedulingPolicy
 
 from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 from .roles import PS, Chief, Evaluator, Launcher, Master, Worker
@@ -40,6 +40,7 @@ __all__ = [
     "CleanPodPolicy",
     "RestartPolicy",
     "SchedulingPolicy",
+    "KueueQueue",
     "ComputeTemplate",
     "PyTorchFunctionTask",
     "ElasticFunctionTask",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .compute import ComputeTemplate
-    from .policies import CleanPodPolicy, RestartPolicy, RunPolicy, SchedulingPolicy
+    from .policies import CleanPodPolicy, KueueQueue, RestartPolicy, RunPolicy, SchedulingPolicy
     from .roles import ReplicaRole
     from .wire.extension import EXTENSION_KEY
 
@@ -23,6 +23,7 @@ __all__ = [
     "CleanPodPolicy",
     "ComputeTemplate",
     "EXTENSION_KEY",
+    "KueueQueue",
     "ReplicaRole",
     "RestartPolicy",
     "RunPolicy",
@@ -35,6 +36,7 @@ _HOMES = {
     "CleanPodPolicy": "policies",
     "ComputeTemplate": "compute",
     "EXTENSION_KEY": "wire.extension",
+    "KueueQueue": "policies",
     "ReplicaRole": "roles",
     "RestartPolicy": "policies",
     "RunPolicy": "policies",

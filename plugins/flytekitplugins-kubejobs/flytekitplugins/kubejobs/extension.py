@@ -80,13 +80,18 @@ def build_extension(roles: dict[str, ReplicaRole], run_policy: Optional[RunPolic
     """The extension for a job with the given ``{operator role name: role}``; None when nothing needs it."""
     replica_specs = {name: ext for name, role in roles.items() if (ext := role_extension(role))}
     run_ext = run_policy_extension(run_policy)
-    if not replica_specs and not run_ext:
+    queue = run_policy.queue if run_policy is not None else None
+    if not replica_specs and not run_ext and queue is None:
         return None
     out: Extension = {"version": EXTENSION_VERSION}
     if replica_specs:
         out["replicaSpecs"] = replica_specs
     if run_ext:
         out["runPolicy"] = run_ext
+    if queue is not None:
+        out["queue"] = {"name": queue.name}
+        if queue.priority_class:
+            out["queue"]["priorityClass"] = queue.priority_class
     return out
 
 
@@ -102,6 +107,7 @@ def warn_extension_once(task_kind: str, extension: Extension, defined_at: Option
     used = sorted(
         {key for spec in extension.get("replicaSpecs", {}).values() for key in spec}
         | {f"runPolicy.{key}" for key in extension.get("runPolicy", {})}
+        | ({"queue"} if "queue" in extension else set())
     )
     warn_user(
         f"{task_kind}: {', '.join(used)} travel under the '{EXTENSION_KEY}' key of the task's custom. "

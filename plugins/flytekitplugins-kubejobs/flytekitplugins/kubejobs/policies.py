@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .wire.fields import check_optional_bool, check_optional_int, check_optional_str, coerce_enum
+from .wire.k8ssyntax import check_dns_label
 
-__all__ = ["RestartPolicy", "CleanPodPolicy", "SchedulingPolicy", "RunPolicy"]
+__all__ = ["RestartPolicy", "CleanPodPolicy", "SchedulingPolicy", "KueueQueue", "RunPolicy"]
 
 
 class RestartPolicy(enum.Enum):
@@ -82,6 +83,31 @@ class SchedulingPolicy:
 
 
 @dataclass(frozen=True)
+class KueueQueue:
+    """Kueue admission: the LocalQueue the job waits in and, optionally, its WorkloadPriorityClass.
+
+    The backend writes them as the ``kueue.x-k8s.io/queue-name`` and ``kueue.x-k8s.io/priority-class``
+    labels of the job object and creates the job suspended, for Kueue to resume once it admits it. Not in
+    the IDL: carried under the ``kubejobs`` extension key (stock Flyte backends run the job unqueued).
+
+    >>> KueueQueue("team-a", priority_class="high").to_k8s()
+    {'name': 'team-a', 'priorityClass': 'high'}
+    """
+
+    name: str
+    priority_class: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        check_dns_label("KueueQueue.name", self.name)
+        if self.priority_class is not None:
+            check_dns_label("KueueQueue.priority_class", self.priority_class)
+
+    def to_k8s(self) -> dict[str, str]:
+        """The extension's ``queue`` section."""
+        return {"name": self.name, **({"priorityClass": self.priority_class} if self.priority_class else {})}
+
+
+@dataclass(frozen=True)
 class RunPolicy:
     """Job-level policy of a Training Operator job.
 
@@ -99,6 +125,8 @@ class RunPolicy:
     backoff_limit: Optional[int] = None
     suspend: Optional[bool] = None
     scheduling_policy: Optional[SchedulingPolicy] = None
+    #: Kueue's LocalQueue (and priority class) of the job; see ``KueueQueue``.
+    queue: Optional[KueueQueue] = None
 
     def __post_init__(self) -> None:
         if self.clean_pod_policy is not None:
@@ -113,3 +141,5 @@ class RunPolicy:
         check_optional_bool("RunPolicy.suspend", self.suspend)
         if self.scheduling_policy is not None and not isinstance(self.scheduling_policy, SchedulingPolicy):
             raise TypeError(f"RunPolicy.scheduling_policy must be a SchedulingPolicy, got {self.scheduling_policy!r}")
+        if self.queue is not None and not isinstance(self.queue, KueueQueue):
+            raise TypeError(f"RunPolicy.queue must be a KueueQueue, got {self.queue!r}")

@@ -29,6 +29,7 @@ from . import kubeflow, ray  # noqa: F401  # their builders register themselves
 from .builders import BuildContext, spec_builder
 from .config import BackendConfig
 from .errors import BuildError
+from .kueue import apply_queue, task_queue
 from .naming import execution_name_parts, object_name
 from .status import Phase, PhaseInfo, task_phase
 
@@ -105,6 +106,7 @@ def build_object(
     if metadata.namespace:
         object_meta["namespace"] = metadata.namespace
     obj = {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": object_meta, "spec": built.spec}
+    apply_queue(obj, template.type, task_queue(template, kind), config.kueue)
     if validate:
         _validate(obj, config)
     return obj

@@ -34,6 +34,7 @@ from ..k8sobjects import to_k8s_dict, to_k8s_list
 from ..wire.extension import DEFAULT_GPU_RESOURCE_NAME
 from ..wire.fields import check_str, check_str_map
 from ..wire.quantity import check_quantity
+from .kueue import KueueConfig
 from .logs import LogConfig
 from .trainjob_config import TrainJobConfig
 
@@ -273,6 +274,8 @@ class BackendConfig:
     logs: LogConfig = field(default_factory=LogConfig)
     #: ``plugins.trainjob``: the task types built as Kubeflow Trainer v2 TrainJobs (none by default).
     trainjob: TrainJobConfig = field(default_factory=TrainJobConfig)
+    #: ``plugins.kueue``: the Kueue LocalQueue of jobs per namespace and task type (none by default).
+    kueue: KueueConfig = field(default_factory=KueueConfig)
     #: Directory holding the CRD schemas (``kubeflow.org_pytorchjobs.json``...); None: controller rules only.
     crd_dir: Optional[str] = None
     #: Cluster PodTemplates by name (``{"metadata": {...}, "spec": {...}}``, the object's ``template``), for
@@ -283,7 +286,7 @@ class BackendConfig:
     @classmethod
     def from_flyte_config(cls, plugins: Mapping[str, Any], crd_dir: Optional[str] = None) -> BackendConfig:
         """From the ``plugins:`` mapping of a FlytePropeller config (sections ``k8s``, ``ray``,
-        ``kf-operator``, ``logs``)."""
+        ``kf-operator``, ``logs``, and this backend's ``trainjob`` and ``kueue``)."""
         plugins = _section("plugins", plugins)
         logs = plugins.get("logs")
         return cls(
@@ -292,6 +295,7 @@ class BackendConfig:
             kf_operator=KfOperatorConfig.from_section(_section("plugins.kf-operator", plugins.get("kf-operator"))),
             logs=LogConfig() if logs is None else LogConfig.from_flyte_config(dict(_section("plugins.logs", logs))),
             trainjob=TrainJobConfig.from_section(_section("plugins.trainjob", plugins.get("trainjob"))),
+            kueue=KueueConfig.from_section(_section("plugins.kueue", plugins.get("kueue"))),
             crd_dir=crd_dir,
         )
 

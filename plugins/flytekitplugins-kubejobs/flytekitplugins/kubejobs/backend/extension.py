@@ -10,8 +10,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..wire.extension import EXTENSION_KEY, EXTENSION_VERSION, ROLE_KEYS, RUN_POLICY_KEYS, SECTIONS
+from ..wire.extension import EXTENSION_KEY, EXTENSION_VERSION, QUEUE_KEYS, ROLE_KEYS, RUN_POLICY_KEYS, SECTIONS
 from ..wire.fields import INT32_MAX
+from ..wire.k8ssyntax import check_dns_label
 from ..wire.kinds import JobKind
 from ..wire.quantity import check_quantity, is_integer_resource
 from .errors import BuildError
@@ -114,7 +115,23 @@ def parse_extension(custom: Mapping[str, Any], kind: JobKind) -> dict[str, Any]:
         else:
             raise BuildError(f"{path} has unknown key {key!r}; known: {sorted(RUN_POLICY_KEYS)}")
         out["runPolicy"][key] = item
+    if "queue" in ext:
+        out["queue"] = _queue(f"{EXTENSION_KEY}.queue", ext["queue"])
     return out
+
+
+def _queue(path: str, value: object) -> dict[str, str]:
+    queue = _dict(path, value)
+    unknown = set(queue) - QUEUE_KEYS
+    if unknown:
+        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(QUEUE_KEYS)}")
+    try:
+        check_dns_label(f"{path}.name", queue.get("name"))
+        if "priorityClass" in queue:
+            check_dns_label(f"{path}.priorityClass", queue["priorityClass"])
+    except ValueError as e:
+        raise BuildError(str(e)) from None
+    return dict(queue)
 
 
 def apply_role_extension(spec: dict[str, Any], primary: dict[str, Any], ext: Optional[Mapping[str, Any]]) -> None:

@@ -18,12 +18,13 @@ README's "Status mapping" section lists a deliberate deviation. Malformed object
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, cast
 
-from ..wire.kinds import JobKind, StatusStyle, kind_of
+from ..wire.kinds import TRAINJOB, JobKind, StatusStyle, kind_of
+from .kueue import queued_message
 from .logs import LogConfig, LogInput, LogLink, TemplateLogPlugin, render_links, task_execution_variables
 
 if TYPE_CHECKING:
@@ -176,12 +177,14 @@ def task_phase(
     now: datetime | None = None,
     *,
     task_config: Mapping[str, str] | None = None,
+    pods: Sequence[Mapping[str, Any]] = (),
 ) -> PhaseInfo:
     """Map a job object read from the cluster to its Flyte phase.
 
     ``config`` defaults to ``BackendConfig()``; ``metadata`` fills the task-execution template variables
     of log links; ``now`` (default: the current UTC time) drives the operator-stall timeout and the
-    links' finish time; ``task_config`` (the task template's ``config``) selects dynamic log links.
+    links' finish time; ``task_config`` (the task template's ``config``) selects dynamic log links;
+    ``pods`` (a TrainJob's pods, listed with ``trainjob_status.trainjob_pod_selector``) name its links.
     Raises ``ValueError`` for an object that is not a supported kind or is malformed.
     """
     if config is None:
@@ -199,16 +202,19 @@ def task_phase(
             raise ValueError(f"now is out of range: {now!r}") from None
     if not isinstance(obj, Mapping):
         raise ValueError(f"a job object must be a mapping, got {type(obj).__name__}")
-    if obj.get("kind") == "TrainJob":
+    if obj.get("kind") == TRAINJOB.kind:
         from .trainjob_status import trainjob_phase
 
-        return trainjob_phase(obj, config, metadata, now, task_config=task_config)
-    try:
-        kind = kind_of(obj.get("kind"))  # type: ignore[arg-type]  # a non-str is refused the same way
-    except KeyError as e:
-        raise ValueError(e.args[0]) from None
-    job = _Obj(kind.kind, obj)
-    return _PHASE_MAPPINGS[kind.status](job, kind, config, metadata, now, task_config)
+        info = trainjob_phase(obj, config, metadata, now, task_config=task_config, pods=pods)
+    else:
+        try:
+            kind = kind_of(obj.get("kind"))  # type: ignore[arg-type]  # a non-str is refused the same way
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+        info = _PHASE_MAPPINGS[kind.status](_Obj(kind.kind, obj), kind, config, metadata, now, task_config)
+    if info.phase is Phase.QUEUED:  # suspended or not started: say so when Kueue decides when it starts
+        info = replace(info, message=queued_message(obj, info.message))
+    return info
 
 
 # --- Training Operator (PyTorchJob, TFJob, MPIJob) ----------------------------------------------------

@@ -19,27 +19,28 @@ from flyteidl.plugins import mpi_pb2 as mpi_v0
 from flyteidl.plugins import pytorch_pb2 as pytorch_v0
 from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2
 
-from ..wire.kinds import KINDS
+from ..wire.kinds import KINDS, TRAINJOB
 from .builders import BuildContext
 from .config import BackendConfig
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import parse_extension
 from .kubeflow import _replica_spec, _role_settings  # the v1 role pod, reused as is
+from .kueue import apply_queue, task_queue
 from .naming import execution_name_parts, object_name
 from .trainjob_config import TRAINER_GROUP, TrainJobConfig
 
 __all__ = ["API_VERSION", "KIND", "MAX_NAME_LENGTH", "TRAINER_PORT", "build_trainjob"]
 
-API_VERSION = f"{TRAINER_GROUP}/v1alpha1"
-KIND = "TrainJob"
+API_VERSION = TRAINJOB.api_version
+KIND = TRAINJOB.kind
 #: JobSet's webhook wants ``<name>-<replicatedJob>-<jobIndex>-<podIndex>-xxxxx`` to be a DNS-1035 label (63):
 #: 40 leaves room for ``-launcher-0-99999-xxxxx``.
-MAX_NAME_LENGTH = 40
+MAX_NAME_LENGTH = TRAINJOB.max_name_length
 #: ``constants.ContainerTrainerPort``: the port the torch plugin exposes on the trainer container.
 TRAINER_PORT = 29500
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_CONTAINER = "node"  # the trainer container (and replicated job) of every upstream runtime
+_CONTAINER = TRAINJOB.container  # the trainer container (and replicated job) of every upstream runtime
 _COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 _TORCH_RESERVED = frozenset({"PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"})
 _MPI_RESERVED = frozenset(
@@ -400,6 +401,7 @@ def build_trainjob(
     if metadata.namespace:
         object_meta["namespace"] = metadata.namespace
     obj = {"apiVersion": API_VERSION, "kind": KIND, "metadata": object_meta, "spec": spec}
+    apply_queue(obj, template.type, task_queue(template, kind), config.kueue)
     if validate:
         problems = check_trainjob(obj, tj)
         schemas = config.schemas()

@@ -3,11 +3,17 @@ and which (Cluster)TrainingRuntime each one references::
 
     plugins:
       trainjob:
-        task-types: [pytorch, mpi]      # the others stay kubeflow.org/v1 kinds (the default: none)
+        task-types: [pytorch, mpi]      # the others stay kubeflow.org/v1 kinds (the default: none); or: auto
         version: v2.3.0                 # the Trainer release the cluster runs
         runtimes:
           pytorch: torch-distributed    # PyTorch, and Elastic unless `elastic` is given
           mpi: {name: mpi-distributed, kind: TrainingRuntime}
+
+``task-types: auto`` lets the connector decide per task type from the API groups the cluster serves
+(``TrainJobConfig.resolve``): a task type whose ``kubeflow.org/v1`` kind is served stays on it (clusters
+running the Training Operator keep working as before); one whose v1 kind is not served but TrainJob is
+(``trainjobs.trainer.kubeflow.org/v1alpha1``) and that has a runtime configured becomes a TrainJob; any other
+stays on the v1 kind, whose create then fails naming the missing resource.
 
 Only releases that take ``spec.runtimePatches`` are supported (v2.2.x, v2.3.x): v2.0 and v2.1 had
 ``podSpecOverrides`` / ``podTemplateOverrides`` instead, which v2.2 removed (kubeflow/trainer#3309).
@@ -22,10 +28,13 @@ ValueError: plugins.trainjob.version 'v2.1.0' is not supported: Trainer v2.0 and
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+from ..wire.kinds import KINDS, TRAINJOB
 
 __all__ = [
     "DEFAULT_MANAGER",
@@ -122,6 +131,8 @@ class TrainJobConfig:
     """The TrainJob target. ``task_types`` empty (the default) keeps every task on the v1 kinds."""
 
     task_types: frozenset[str] = frozenset()
+    #: ``task-types: auto``: ``task_types`` is decided by ``resolve`` from what the cluster serves.
+    auto: bool = False
     version: str = DEFAULT_TRAINER_VERSION
     pytorch: Optional[RuntimeRef] = field(default_factory=lambda: RuntimeRef("torch-distributed"))
     #: Elastic tasks; None: ``pytorch``'s runtime.
@@ -141,6 +152,10 @@ class TrainJobConfig:
                 )
                 raise ValueError(f"TrainJobConfig.task_types cannot include {task_type!r}: {why}")
         object.__setattr__(self, "task_types", types)
+        if not isinstance(self.auto, bool):
+            raise TypeError(f"TrainJobConfig.auto must be true or false, got {self.auto!r}")
+        if self.auto and types:
+            raise ValueError("TrainJobConfig: give task_types or auto, not both")
         _release("plugins.trainjob.version", self.version)
         for attr in ("pytorch", "elastic", "mpi"):
             value = getattr(self, attr)
@@ -151,6 +166,32 @@ class TrainJobConfig:
             raise ValueError(
                 f"TrainJobConfig.manager must be a domain-prefixed path like 'acme.io/foo', got {self.manager!r}"
             )
+
+    def runtime_for(self, task_type: str) -> Optional[RuntimeRef]:
+        """The runtime a task type's TrainJobs reference (Elastic's falls back to ``pytorch``'s at build)."""
+        return {"pytorch": self.pytorch, "mpi": self.mpi}.get(task_type)
+
+    def resolve(self, served: Callable[[str, str, str], bool]) -> TrainJobConfig:
+        """This configuration with ``auto`` decided: ``served(group, version, plural)`` says whether the
+        cluster serves a resource (the connector asks API discovery once). Without ``auto``: unchanged.
+
+        >>> cfg = TrainJobConfig(auto=True, mpi=RuntimeRef("mpi-distributed"))
+        >>> sorted(cfg.resolve(lambda g, v, p: g == "trainer.kubeflow.org").task_types)
+        ['mpi', 'pytorch']
+        >>> sorted(cfg.resolve(lambda g, v, p: True).task_types)
+        []
+        """
+        if not self.auto:
+            return self
+        trainjob = served(TRAINJOB.group, TRAINJOB.version, TRAINJOB.plural)
+        chosen = frozenset(
+            t
+            for t in TRAINJOB_TASK_TYPES
+            if trainjob
+            and self.runtime_for(t) is not None
+            and not served(KINDS[t].group, KINDS[t].version, KINDS[t].plural)
+        )
+        return dataclasses.replace(self, task_types=chosen, auto=False)
 
     @property
     def release(self) -> TrainerRelease:
@@ -168,9 +209,11 @@ class TrainJobConfig:
             )
         kw: dict[str, Any] = {}
         types = section.get("task-types")
-        if types is not None:
+        if types == "auto":
+            kw["auto"] = True
+        elif types is not None:
             if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-                raise TypeError(f"{p}task-types must be a list of task types, got {types!r}")
+                raise TypeError(f"{p}task-types must be a list of task types or 'auto', got {types!r}")
             kw["task_types"] = frozenset(types)
         if section.get("version") is not None:
             kw["version"] = section["version"]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .config import BackendConfig
 
-__all__ = ["PERMANENT_TRAINJOB_REASONS", "trainjob_phase"]
+__all__ = ["PERMANENT_TRAINJOB_REASONS", "trainjob_phase", "trainjob_pod_selector"]
 
 #: ``Failed`` reasons after which another attempt of the same spec cannot succeed.
 PERMANENT_TRAINJOB_REASONS = frozenset({"DeadlineExceeded", "TrainingRuntimeNotSupported"})
@@ -34,6 +34,11 @@ _JOBSET = "jobset.sigs.k8s.io/jobset-name"
 _RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
 _JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 _POD_INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+def trainjob_pod_selector(name: str) -> str:
+    """The label selector of the pods JobSet runs for TrainJob ``name`` (they feed ``trainjob_phase``'s links)."""
+    return f"{_JOBSET}={name}"
 
 
 def _int(path: str, value: object) -> int:

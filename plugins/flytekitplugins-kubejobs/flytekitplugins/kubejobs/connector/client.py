@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
-from .errors import ApiError, ApiUnavailable, api_error
+from .errors import ApiError, ApiUnavailable, NotFound, api_error
 from .retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -163,6 +163,30 @@ class KubeClient:
             retry=retry,
             **preconditions,
         )
+
+    async def api_resources(self, group: str, version: str) -> frozenset[str]:
+        """The resources the cluster serves in ``group/version`` (API discovery); empty when it serves none."""
+        try:
+            found = await self._object_call("get_api_resources", group, version)
+        except NotFound:
+            return frozenset()
+        return frozenset(r.name for r in (found.resources or []))
+
+    async def list_pods(self, namespace: str, selector: str) -> list[Obj]:
+        """The pods matching ``selector``, as JSON dicts (a TrainJob's log links name the pods JobSet made,
+        whose names end in a random suffix)."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self._api_client)
+
+        def fn() -> Obj:
+            response: Any = core.list_namespaced_pod(  # the raw HTTP response (_preload_content=False)
+                namespace, label_selector=selector, _request_timeout=self._timeout, _preload_content=False
+            )
+            return _as_obj(json.loads(response.data))
+
+        body = await self._call(fn)
+        return list(body.get("items") or [])
 
     def list_sync(
         self, kind: JobKind, namespace: str, selector: str, stop: Optional[threading.Event] = None

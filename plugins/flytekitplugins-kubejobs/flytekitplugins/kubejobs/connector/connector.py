@@ -24,7 +24,8 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.exceptions.system import FlyteConnectorNotFound
 from flytekit.extend.backend.base_connector import AsyncConnectorBase, ConnectorRegistry, Resource, ResourceMeta
 
-from ..wire.kinds import KINDS, JobKind, kind_for_resource
+from ..backend.trainjob_config import TRAINJOB_TASK_TYPES
+from ..wire.kinds import KINDS, TRAINJOB, JobKind, kind_for_resource, kind_of
 from .errors import ForeignObjectError, TaskRefused
 
 if TYPE_CHECKING:
@@ -129,6 +130,9 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             raise ValueError(f"KubeJobConnector.task_type must be one of {sorted(KINDS)}, got {task_type!r}")
         super().__init__(task_type_name=task_type, task_type_version=task_type_version, metadata_type=KubeJobMetadata)
         self.kind = KINDS[task_type]
+        #: The kinds this connector creates and so may read and delete: its task type's, and TrainJob where the
+        #: backend may target the Trainer instead (``plugins.trainjob``).
+        self.kinds: tuple[JobKind, ...] = (self.kind, TRAINJOB) if task_type in TRAINJOB_TASK_TYPES else (self.kind,)
 
     async def create(
         self,
@@ -155,7 +159,8 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         pods = (template_pb.container, template_pb.k8s_pod, template_pb.custom, meta_pb.overrides.pod_template)
         found = placeholders.found_placeholders(b"".join(part.SerializeToString() for part in pods))
         template_vars = placeholders.values(found, output_prefix, inputs, object_name_for(template_pb, meta_pb))
-        obj = build_object(template_pb, meta_pb, rt.backend, template_vars=template_vars)
+        obj = build_object(template_pb, meta_pb, await rt.build_config(), template_vars=template_vars)
+        kind = kind_of(obj["kind"])  # the task type's v1 kind, or the TrainJob the backend targets instead
         metadata = obj["metadata"]
         namespace = rt.check_namespace(metadata.get("namespace") or meta_pb.namespace or "default")
         violations = pod_security_violations(obj, rt.settings.pod_security)
@@ -163,7 +168,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             shown = "; ".join(str(v) for v in violations[:5])
             more = f" (and {len(violations) - 5} more)" if len(violations) > 5 else ""
             raise TaskRefused(
-                f"{self.kind.kind} {metadata['name']} is refused by the connector's pod security level "
+                f"{kind.kind} {metadata['name']} is refused by the connector's pod security level "
                 f"{rt.settings.pod_security!r}: {shown}{more}"
             )
         if found & {"input", "inputPrefix"}:  # before the job exists: its pods read them at start
@@ -176,18 +181,18 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         metadata["labels"] = {**metadata.get("labels", {}), MANAGED_BY_LABEL: MANAGED_BY, EXECUTION_LABEL: owner}
         metadata["annotations"] = {**metadata.get("annotations", {}), EXECUTION_ANNOTATION: execution}
         name = metadata["name"]
-        rt.watch(self.kind, namespace)
+        rt.watch(kind, namespace)
         try:
-            created = await rt.client.create(self.kind, namespace, obj)
+            created = await rt.client.create(kind, namespace, obj)
         except Conflict:
-            created = await self._adopt(rt, namespace, name, execution)
+            created = await self._adopt(rt, kind, namespace, name, execution)
         except ApiUnavailable:  # the POST may have landed: leave nothing behind
-            await self._cleanup(rt, namespace, name, execution)
+            await self._cleanup(rt, kind, namespace, name, execution)
             raise
         return KubeJobMetadata(
-            group=self.kind.group,
-            version=self.kind.version,
-            plural=self.kind.plural,
+            group=kind.group,
+            version=kind.version,
+            plural=kind.plural,
             namespace=namespace,
             name=name,
             task_type=self.kind.task_type,
@@ -196,19 +201,19 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             uid=str((created.get("metadata") or {}).get("uid") or ""),
         )
 
-    async def _adopt(self, rt: Runtime, namespace: str, name: str, execution: str) -> dict[str, Any]:
+    async def _adopt(self, rt: Runtime, kind: JobKind, namespace: str, name: str, execution: str) -> dict[str, Any]:
         """The existing object if an earlier attempt of this create made it (its keyed owner label says so)."""
-        existing = await rt.client.get(self.kind, namespace, name)
+        existing = await rt.client.get(kind, namespace, name)
         if not rt.ownership.created_by(existing, execution, EXECUTION_LABEL):
             raise ForeignObjectError(
-                f"{self.kind.kind} {namespace}/{name} already exists and was not created by this task execution "
+                f"{kind.kind} {namespace}/{name} already exists and was not created by this task execution "
                 f"(its {EXECUTION_LABEL} label is not this execution's owner label); delete it or rename the "
                 "execution"
             )
-        log.info("adopted existing %s %s/%s (created by an earlier try of this call)", self.kind.kind, namespace, name)
+        log.info("adopted existing %s %s/%s (created by an earlier try of this call)", kind.kind, namespace, name)
         return existing
 
-    async def _cleanup(self, rt: Runtime, namespace: str, name: str, execution: str) -> None:
+    async def _cleanup(self, rt: Runtime, kind: JobKind, namespace: str, name: str, execution: str) -> None:
         """One try each (the create already used its retry deadline: the error must reach propeller now)."""
         from dataclasses import replace
 
@@ -216,44 +221,43 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
 
         once = replace(rt.client.retry, max_attempts=1)
         try:
-            existing = await rt.client.get(self.kind, namespace, name, retry=once)
+            existing = await rt.client.get(kind, namespace, name, retry=once)
             if rt.ownership.created_by(existing, execution, EXECUTION_LABEL):
-                await rt.client.delete(self.kind, namespace, name, uid=existing["metadata"].get("uid"), retry=once)
+                await rt.client.delete(kind, namespace, name, uid=existing["metadata"].get("uid"), retry=once)
         except NotFound:
             pass
         except ApiError as err:
-            log.warning("could not clean up %s %s/%s after a failed create: %s", self.kind.kind, namespace, name, err)
+            log.warning("could not clean up %s %s/%s after a failed create: %s", kind.kind, namespace, name, err)
 
-    def _checked(self, rt: Runtime, resource_meta: object) -> KubeJobMetadata:
-        """``resource_meta`` if it names an object this connector may touch: a resource of the kind it serves,
-        in an allowed namespace, under a valid name. Checked before any request (the bytes may be forged)."""
+    def _checked(self, rt: Runtime, resource_meta: object) -> tuple[KubeJobMetadata, JobKind]:
+        """``resource_meta`` and its kind if it names an object this connector may touch: a resource of a kind
+        it creates (the task type's kind, or TrainJob for the task types the Trainer serves), in an allowed
+        namespace, under a valid name. Checked before any request (the bytes may be forged)."""
         if not isinstance(resource_meta, KubeJobMetadata):
             raise TaskRefused(f"expected KubeJobMetadata, got {type(resource_meta).__name__}")
         for name, value in vars(resource_meta).items():
             if not isinstance(value, str):
                 raise TaskRefused(f"KubeJobMetadata.{name} must be a string, got {value!r}")
-        served = self.kind
-        if (resource_meta.group, resource_meta.version, resource_meta.plural) != (
-            served.group,
-            served.version,
-            served.plural,
-        ):
+        named = (resource_meta.group, resource_meta.version, resource_meta.plural)
+        kind = next((k for k in self.kinds if (k.group, k.version, k.plural) == named), None)
+        if kind is None:
+            served = ", ".join(f"{k.plural}.{k.group}/{k.version}" for k in self.kinds)
             raise TaskRefused(
                 f"KubeJobMetadata names {resource_meta.plural}.{resource_meta.group}/{resource_meta.version}; "
-                f"the {served.task_type} connector serves {served.plural}.{served.group}/{served.version} only"
+                f"the {self.kind.task_type} connector serves {served} only"
             )
         rt.check_namespace(resource_meta.namespace)
         if len(resource_meta.name) > 253 or not _DNS_SUBDOMAIN.match(resource_meta.name):
             raise TaskRefused(f"KubeJobMetadata.name {resource_meta.name!r} is not a Kubernetes object name")
-        return resource_meta
+        return resource_meta, kind
 
     async def get(self, resource_meta: KubeJobMetadata, **kwargs: Any) -> Resource:
         """Phase, message and log links of the job (outputs are written by the task itself)."""
         from ..backend import task_phase
 
         rt = _runtime()
-        resource_meta = self._checked(rt, resource_meta)
-        kind, ns, name = self.kind, resource_meta.namespace, resource_meta.name
+        resource_meta, kind = self._checked(rt, resource_meta)
+        ns, name = resource_meta.namespace, resource_meta.name
         meta_pb, execution = _recorded_execution(resource_meta)
         obj = await rt.read(kind, ns, name)
         where = f"{ns}/{name}"
@@ -265,8 +269,9 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             )
             return Resource(phase=TaskExecution.RETRYABLE_FAILED, message=message)
         task_config = json.loads(resource_meta.task_config) if resource_meta.task_config else None
+        pods = await _trainjob_pods(rt, ns, name) if kind is TRAINJOB else []
         try:
-            info = task_phase(obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config)
+            info = task_phase(obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config, pods=pods)
         except ValueError as err:  # a malformed object fails this call only, with a message that names it
             raise ValueError(f"{kind.kind} {where} cannot be mapped to a phase: {err}") from err
         if obj.get("metadata", {}).get("deletionTimestamp") and not info.phase.is_terminal:
@@ -291,22 +296,32 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         from .errors import Conflict, NotFound
 
         rt = _runtime()
-        resource_meta = self._checked(rt, resource_meta)
+        resource_meta, kind = self._checked(rt, resource_meta)
         ns, name, uid = resource_meta.namespace, resource_meta.name, resource_meta.uid
         with contextlib.suppress(NotFound):
             if not uid:  # metadata from before uids were kept: find the object and check it is that execution's
-                found = await rt.client.get(self.kind, ns, name)
+                found = await rt.client.get(kind, ns, name)
                 _, execution = _recorded_execution(resource_meta)
                 if not rt.ownership.is_recorded(found, "", execution, EXECUTION_LABEL):
-                    log.warning(
-                        "not deleting %s %s/%s: it is not the object this task created", self.kind.kind, ns, name
-                    )
+                    log.warning("not deleting %s %s/%s: it is not the object this task created", kind.kind, ns, name)
                     return
                 uid = str(found["metadata"].get("uid") or "")
             try:
-                await rt.client.delete(self.kind, ns, name, uid=uid)
+                await rt.client.delete(kind, ns, name, uid=uid)
             except Conflict:  # the uid precondition failed: ours is gone, the name is someone else's
-                log.warning("not deleting %s %s/%s: the name is held by another object now", self.kind.kind, ns, name)
+                log.warning("not deleting %s %s/%s: the name is held by another object now", kind.kind, ns, name)
+
+
+async def _trainjob_pods(rt: Runtime, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The pods of a TrainJob, for its log links; none (and a warning) where the connector may not list pods."""
+    from ..backend.trainjob_status import trainjob_pod_selector
+    from .errors import Forbidden
+
+    try:
+        return await rt.client.list_pods(namespace, trainjob_pod_selector(name))
+    except Forbidden as err:
+        log.warning("no log links for TrainJob %s/%s: listing its pods is not allowed (%s)", namespace, name, err)
+        return []
 
 
 def register_connectors() -> list[KubeJobConnector]:

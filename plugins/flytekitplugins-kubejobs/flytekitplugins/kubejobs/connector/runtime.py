@@ -41,6 +41,7 @@ class Runtime:
         self.backend: BackendConfig = settings.backend_config
         self.ownership: Ownership = Ownership.from_file(settings.ownership_key_file)
         self.client = client or KubeClient(settings)
+        self._build_config: Optional[BackendConfig] = None
         self.cache: Optional[JobCache] = (
             JobCache(
                 self.client,
@@ -68,6 +69,25 @@ class Runtime:
                 f"namespace {namespace!r} is not one of the connector's namespaces {list(self.settings.namespaces)}"
             )
         return namespace
+
+    async def build_config(self) -> BackendConfig:
+        """The configuration objects are built with: ``backend`` with ``plugins.trainjob`` ``task-types: auto``
+        decided by API discovery on first use, then kept for the process (restart the connector after
+        installing or removing an operator)."""
+        if self._build_config is None:
+            trainjob = self.backend.trainjob
+            if trainjob.auto:
+                from dataclasses import replace
+
+                from ..wire.kinds import ENGINE_KINDS, KINDS
+
+                versions = {(k.group, k.version) for k in (*KINDS.values(), *ENGINE_KINDS)}
+                served = {gv: await self.client.api_resources(*gv) for gv in sorted(versions)}
+                resolved = trainjob.resolve(lambda group, version, plural: plural in served[(group, version)])
+                self._build_config = replace(self.backend, trainjob=resolved)
+            else:
+                self._build_config = self.backend
+        return self._build_config
 
     def watch(self, kind: JobKind, namespace: str) -> None:
         """Start the cache for this kind and namespace (no-op without a cache or past its bounds)."""

@@ -19,12 +19,13 @@ translating them::
         }
       },
       "runPolicy": {"suspend": true, "backoffLimit": 0,
-                    "schedulingPolicy": {"minAvailable": 3, "queue": "q", "priorityClass": "high"}}
+                    "schedulingPolicy": {"minAvailable": 3, "queue": "q", "priorityClass": "high"}},
+      "queue": {"name": "team-a", "priorityClass": "high"}   # Kueue: LocalQueue, WorkloadPriorityClass
     }
 
 Which sections a kind honours is ``JobKind.extension_sections`` (``wire.kinds``): the Training Operator
-kinds take both; a RayJob takes none yet (its groups carry pod settings in their ``k8s_pod``), so a Ray
-custom with anything but ``version`` under the key is refused.
+kinds take all three; a RayJob only ``queue`` (its groups carry pod settings in their ``k8s_pod``), so a Ray
+custom with ``replicaSpecs`` or ``runPolicy`` under the key is refused.
 
 >>> sorted(ROLE_KEYS)[:3]
 ['affinity', 'env', 'gpuResourceName']
@@ -39,10 +40,12 @@ __all__ = [
     "EXTENSION_KEY",
     "EXTENSION_VERSION",
     "IDL_RESOURCE_NAMES",
+    "QUEUE_KEYS",
     "ROLE_KEYS",
     "RUN_POLICY_KEYS",
     "SECTIONS",
     "Extension",
+    "QueueExtension",
     "RoleExtension",
     "RunPolicyExtension",
 ]
@@ -82,13 +85,20 @@ class RunPolicyExtension(TypedDict, total=False):
     schedulingPolicy: dict[str, Any]
 
 
+class QueueExtension(TypedDict, total=False):
+    name: str
+    priorityClass: str
+
+
 class Extension(TypedDict, total=False):
     version: int
     replicaSpecs: dict[str, RoleExtension]
     runPolicy: RunPolicyExtension
+    queue: QueueExtension
 
 
 #: The keys each part may hold; the backend refuses any other.
 ROLE_KEYS = frozenset(RoleExtension.__annotations__)
 RUN_POLICY_KEYS = frozenset(RunPolicyExtension.__annotations__)
+QUEUE_KEYS = frozenset(QueueExtension.__annotations__)
 SECTIONS = frozenset(Extension.__annotations__) - {"version"}

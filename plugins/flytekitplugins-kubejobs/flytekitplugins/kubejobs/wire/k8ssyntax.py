@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
+    "check_dns_label",
     "check_labels",
     "check_env_names",
     "check_tolerations",
@@ -49,6 +50,17 @@ def _label_key_ok(key: str) -> bool:
     if slash and not (prefix and len(prefix) <= 253 and _DNS_SUBDOMAIN.match(prefix)):
         return False
     return _label_name_ok(name)
+
+
+def check_dns_label(field: str, value: object) -> str:
+    """``value`` if it is a DNS-1123 label (an object name that is also a label value, such as a Kueue
+    LocalQueue or WorkloadPriorityClass name written in a label)."""
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"{field} must be a DNS-1123 label (at most 63 lower-case letters, digits and '-', starting and ending"
+            f" with a letter or digit), got {value!r:.200}"
+        )
+    return value
 
 
 def check_labels(field: str, value: Mapping[str, str]) -> dict[str, str]:

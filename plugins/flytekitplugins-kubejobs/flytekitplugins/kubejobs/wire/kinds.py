@@ -17,7 +17,17 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "JobKind", "LinkedRole", "Role", "StatusStyle", "kind_of", "kind_for_resource"]
+__all__ = [
+    "ENGINE_KINDS",
+    "KINDS",
+    "TRAINJOB",
+    "JobKind",
+    "LinkedRole",
+    "Role",
+    "StatusStyle",
+    "kind_of",
+    "kind_for_resource",
+]
 
 
 class StatusStyle(enum.Enum):
@@ -126,7 +136,7 @@ def _training_operator(
         replica_specs_key=replica_specs_key,
         roles=roles,
         linked_roles=linked_roles,
-        extension_sections=frozenset({"replicaSpecs", "runPolicy"}),
+        extension_sections=frozenset({"replicaSpecs", "runPolicy", "queue"}),
     )
 
 
@@ -185,22 +195,43 @@ KINDS: dict[str, JobKind] = {
             StatusStyle.JOB_DEPLOYMENT,
             container="ray-head",
             task_type_versions=(0,),
+            extension_sections=frozenset({"queue"}),
         ),
     )
 }
 
 
+#: Kubeflow Trainer v2's TrainJob: a second target of the ``pytorch`` and ``mpi`` task types (the backend's
+#: ``plugins.trainjob`` setting), not a task type's entry of KINDS. Its name limit leaves room for JobSet's pod
+#: names (``<name>-launcher-0-99999-xxxxx`` within 63); ``node`` is the trainer container of every runtime.
+TRAINJOB = JobKind(
+    "",
+    "trainer.kubeflow.org",
+    "v1alpha1",
+    "TrainJob",
+    "trainjobs",
+    40,
+    StatusStyle.CONDITIONS,
+    container="node",
+    task_type_versions=(0, 1),
+)
+#: The kinds that are an alternative target of a task type (the connector creates, reads and watches them too).
+ENGINE_KINDS: tuple[JobKind, ...] = (TRAINJOB,)
+
+
 def kind_of(kind: str) -> JobKind:
-    """The entry whose Kubernetes kind is ``kind``; ``KeyError`` naming the known kinds otherwise."""
-    for entry in KINDS.values():
+    """The entry whose Kubernetes kind is ``kind`` (KINDS, then ENGINE_KINDS); ``KeyError`` naming the known
+    kinds otherwise."""
+    known = (*KINDS.values(), *ENGINE_KINDS)
+    for entry in known:
         if entry.kind == kind:
             return entry
-    raise KeyError(f"kind must be one of {sorted(k.kind for k in KINDS.values())}, got {kind!r:.200}")
+    raise KeyError(f"kind must be one of {sorted(k.kind for k in known)}, got {kind!r:.200}")
 
 
 def kind_for_resource(group: str, plural: str) -> JobKind:
     """The entry served as ``<plural>.<group>``; ``KeyError`` otherwise."""
-    for entry in KINDS.values():
+    for entry in (*KINDS.values(), *ENGINE_KINDS):
         if entry.group == group and entry.plural == plural:
             return entry
     raise KeyError(f"unknown resource {plural}.{group}")

@@ -45,6 +45,7 @@ __all__ = [
     "TaskRefused",
     "api_error",
     "grpc_status",
+    "refuses_task",
 ]
 
 #: HTTP codes of the transient faults: a connection error or timeout (0), throttling, server errors.
@@ -142,3 +143,17 @@ def grpc_status(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, (ValueError, TypeError)):
         return TaskRefused.grpc_code, TaskRefused.http_status
     return ConnectorError.grpc_code, ConnectorError.http_status
+
+
+def refuses_task(exc: BaseException) -> bool:
+    """Whether a failed create means the task can never run as sent: a permanent user failure, the same on
+    every attempt (``TaskRefused`` and any ``ValueError``/``TypeError`` such as ``BuildError``, a name held by
+    another execution's object, the API server refusing the object itself). Transient faults, 403 (the
+    connector's own RBAC, fixed by an operator), 404 (a CRD not installed) and bugs are not refusals.
+
+    >>> refuses_task(TaskRefused("hostPID")), refuses_task(api_error(422, "Invalid")), refuses_task(api_error(403, "x"))
+    (True, True, False)
+    """
+    if isinstance(exc, (TaskRefused, ForeignObjectError, ApiRejected)):
+        return True
+    return isinstance(exc, (ValueError, TypeError)) and not isinstance(exc, ConnectorError)

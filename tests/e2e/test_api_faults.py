@@ -259,3 +259,29 @@ def test_the_connectors_own_rbac_refusal_stays_a_permission_denied_error(
     assert "Traceback" not in error.details()  # the error's message, not flytekit's INTERNAL traceback
     assert jobs(k8s, namespace) == []
     assert proxy.stats.requests[("POST", "create")] == 1  # a refusal is not retried
+
+
+def test_close_ends_a_cache_thread_stuck_in_a_request_the_api_server_never_answers(
+    proxy: FaultProxy, tmp_path: Path, namespace: str
+) -> None:
+    """The informer's first list is held unanswered (its read timeout is 60 s): close() cuts it within 1 s."""
+    import threading
+
+    from flytekitplugins.kubejobs.wire.kinds import KINDS
+
+    rt = through(proxy, tmp_path, cache=True, request_timeout=60.0)
+    proxy.stall(1, 120.0, methods={"GET"})
+    assert rt.cache is not None
+    informer = rt.cache.informer(KINDS["pytorch"], namespace)
+    assert informer is not None
+
+    async def listing() -> Any:
+        return True if proxy.stats.requests[("GET", "list")] >= 1 else None
+
+    asyncio.run(kit.until("the informer's list to reach the proxy", listing, 30))
+    started = time.monotonic()
+    shutdown()
+    took = time.monotonic() - started
+    stuck = [t.name for t in threading.enumerate() if t.name.startswith("kubejobs-cache")]
+    assert took < 1.5 and stuck == [] and not informer.running, (took, stuck)
+    assert not informer.synced.is_set()  # it was inside the stalled list, not past it

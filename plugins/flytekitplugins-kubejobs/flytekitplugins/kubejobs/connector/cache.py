@@ -12,7 +12,9 @@ Each informer runs in its own daemon thread, so the cache works from any event l
 server's, or a test's) and reads are plain dictionary lookups. Threads are bounded: informers start only
 for namespaces the connector serves, at most ``max_informers`` of them (beyond, callers GET directly), and
 one no call has used for ``idle_timeout`` seconds is stopped by a reaper thread. ``close()`` stops them all
-at once (each blocked watch read is cut by shutting its socket down) and waits at most ``timeout``.
+at once, cutting every request they are blocked in (the cache connections' sockets are shut down, even for a
+request the API server never answers), and waits at most ``timeout``. An evicted informer has its watch
+response shut down; one evicted while inside a list ends when that request returns or times out.
 """
 
 from __future__ import annotations
@@ -281,15 +283,18 @@ class JobCache:
             self._informers.clear()
             reaper = self._reaper
         deadline = time.monotonic() + timeout
-        _stop_all(informers, timeout)
+        _stop_all(informers, timeout, cut=self.client.abort_cache_requests)
         if reaper is not None:
             reaper.join(max(0.0, deadline - time.monotonic()))
 
 
-def _stop_all(informers: list[Informer], timeout: float) -> None:
-    """Signal every informer first, then join them against one deadline (not ``timeout`` each)."""
+def _stop_all(informers: list[Informer], timeout: float, cut: Optional[Callable[[], object]] = None) -> None:
+    """Signal every informer first (then ``cut`` their requests: a thread inside a list, or waiting for a watch's
+    first bytes, has no response to shut down yet), then join them against one deadline (not ``timeout`` each)."""
     for informer in informers:
         informer.request_stop()
+    if cut is not None and informers:
+        cut()
     deadline = time.monotonic() + timeout
     for informer in informers:
         informer.join(max(0.0, deadline - time.monotonic()))

@@ -20,8 +20,8 @@ import json
 import logging
 import socket
 import threading
-import weakref
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, TypeVar

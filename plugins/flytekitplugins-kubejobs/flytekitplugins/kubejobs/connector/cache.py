@@ -2,8 +2,11 @@
 
 An informer lists the objects carrying the connector's ``managed-by`` label, then watches from the
 list's resourceVersion; a 410 Gone (history compacted) triggers a re-list, other failures a wait of
-the connector's retry policy (``RetryPolicy.backoff``, growing with consecutive failures; an informer
-never gives up) and a new watch from the last resourceVersion seen. Memory is bounded: only our objects are
+the connector's retry policy (``RetryPolicy.backoff``, growing with consecutive failures) and a new watch
+from the last resourceVersion seen. The one failure it gives up on is 403 Forbidden (RBAC does not grant the
+connector list/watch there: retrying cannot help until an operator changes the grant): the informer stops,
+says so in the log, and calls for that namespace read with direct GETs (which report the 403); once idle it is
+evicted, so a call after that tries a fresh informer (a grant added meanwhile is picked up). Memory is bounded: only our objects are
 kept, slimmed (pod templates dropped, they are never read for status), at most ``max_objects`` per
 informer. A name the cache does not hold (not yet seen, over the bound, or deleted) is read with a
 direct GET, so a deletion is confirmed by the API server before get() reports it.
@@ -27,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from .errors import ApiError, Gone
+from .errors import ApiError, Forbidden, Gone
 
 if TYPE_CHECKING:
     from ..wire.kinds import JobKind
@@ -84,6 +87,8 @@ class Informer:
         self.max_objects = max_objects
         self.synced = threading.Event()
         self.relists = 0
+        #: The 403 that stopped this informer (None while it runs, or when it was stopped otherwise).
+        self.forbidden: Optional[Forbidden] = None
         #: When a call last used this informer (the cache's clock); the reaper stops it once idle.
         self.last_used = 0.0
         self._objects: dict[str, Obj] = {}
@@ -165,6 +170,16 @@ class Informer:
                 failures = 0
             except Gone:
                 rv = None  # history compacted: re-list
+            except Forbidden as err:
+                self.forbidden = err
+                self._stop.set()
+                log.warning(
+                    "cache for %s/%s stopped: %s (RBAC does not let the connector list/watch them there); calls "
+                    "for this namespace read with direct GETs",
+                    self.kind.plural,
+                    self.namespace,
+                    err,
+                )
             except ApiError as err:
                 if self._stop.is_set():
                     break

@@ -6,8 +6,8 @@ the connector's retry policy (``RetryPolicy.backoff``, growing with consecutive 
 from the last resourceVersion seen. The one failure it gives up on is 403 Forbidden (RBAC does not grant the
 connector list/watch there: retrying cannot help until an operator changes the grant): the informer stops,
 says so in the log, and calls for that namespace read with direct GETs (which report the 403); once idle it is
-evicted, so a call after that tries a fresh informer (a grant added meanwhile is picked up). Memory is bounded: only our objects are
-kept, slimmed (pod templates dropped, they are never read for status), at most ``max_objects`` per
+evicted, so a call after that tries a fresh informer (a grant added meanwhile is picked up).
+Memory is bounded: only our objects are kept, slimmed (pod templates dropped, they are never read for status), at most ``max_objects`` per
 informer. A name the cache does not hold (not yet seen, over the bound, or deleted) is read with a
 direct GET, so a deletion is confirmed by the API server before get() reports it.
 

@@ -16,8 +16,10 @@
         ├── Gone                         OUT_OF_RANGE      410: a watch's resourceVersion was compacted
         └── ApiRejected                  INVALID_ARGUMENT  any other 4xx (422 schema validation, 400)
 
+A refusal at create (``refuses_task``) is not sent as an error at all: ``KubeJobConnector.create`` answers it
+with a ResourceMeta that GetTask reports as a permanent failure (propeller retries every CreateTask error).
 Whoever catches one compares types, never status integers. ``grpc_status`` gives the (code name, HTTP-like
-number) pair flytekit's connector service reports; see ``service.py`` for how the code reaches the wire.
+number) pair flytekit's connector service reports; see ``grpc_codes.py`` for how the code reaches the wire.
 
 >>> err = api_error(503, "ServiceUnavailable", "etcd is down")
 >>> isinstance(err, ApiUnavailable), err.retryable, err.grpc_code

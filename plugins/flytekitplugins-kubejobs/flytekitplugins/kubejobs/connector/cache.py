@@ -7,9 +7,10 @@ from the last resourceVersion seen. The one failure it gives up on is 403 Forbid
 connector list/watch there: retrying cannot help until an operator changes the grant): the informer stops,
 says so in the log, and calls for that namespace read with direct GETs (which report the 403); once idle it is
 evicted, so a call after that tries a fresh informer (a grant added meanwhile is picked up).
-Memory is bounded: only our objects are kept, slimmed (pod templates dropped, they are never read for status), at most ``max_objects`` per
-informer. A name the cache does not hold (not yet seen, over the bound, or deleted) is read with a
-direct GET, so a deletion is confirmed by the API server before get() reports it.
+Memory is bounded: only our objects are kept, slimmed (pod templates dropped, they are never read for
+status), at most ``max_objects`` per informer. A name the cache does not hold (not yet seen, over the
+bound, or deleted) is read with a direct GET, so a deletion is confirmed by the API server before get()
+reports it.
 
 Each informer runs in its own daemon thread, so the cache works from any event loop (the gRPC
 server's, or a test's) and reads are plain dictionary lookups. Threads are bounded: informers start only

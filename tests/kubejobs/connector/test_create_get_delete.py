@@ -47,7 +47,7 @@ def test_a_create_whose_response_was_lost_leaves_exactly_one_object(
 
 def test_a_foreign_object_holding_the_name_fails_clearly(server: FakeApiServer, runtime: Any, kit: Any) -> None:
     async def scenario() -> None:
-        await _pytorch().submit(kit.template("pytorch"), "s3://b/out", None, kit.metadata("taken"))
+        await _pytorch().create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("taken"))
 
     # Someone else's object under the same name (no execution label).
     asyncio.run(scenario())

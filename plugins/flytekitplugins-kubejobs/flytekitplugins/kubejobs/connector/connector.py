@@ -190,7 +190,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         **kwargs: Any,
     ) -> KubeJobMetadata:
         """Create the job (or adopt the one a previous attempt of this same call created); every failure
-        raises (a refusal as ``TaskRefused``/``BuildError``/``ForeignObjectError``/``ApiRejected``).
+        raises (a refusal as ``TaskRefused``/``BuildError``/``ApiRejected``).
 
         Placeholders propeller left in the task (pod-template targets) are filled first, and the inputs
         written to ``<output_prefix>/inputs.pb`` when ``{{.input}}`` asks for them (``placeholders.py``).

@@ -149,13 +149,14 @@ def grpc_status(exc: BaseException) -> tuple[str, int]:
 
 def refuses_task(exc: BaseException) -> bool:
     """Whether a failed create means the task can never run as sent: a permanent user failure, the same on
-    every attempt (``TaskRefused`` and any ``ValueError``/``TypeError`` such as ``BuildError``, a name held by
-    another execution's object, the API server refusing the object itself). Transient faults, 403 (the
-    connector's own RBAC, fixed by an operator), 404 (a CRD not installed) and bugs are not refusals.
+    every attempt (``TaskRefused`` and any ``ValueError``/``TypeError`` such as ``BuildError``, the API server
+    refusing the object itself). Not refusals: transient faults, 403 (the connector's own RBAC, fixed by an
+    operator), 404 (a CRD not installed), bugs, and ``ForeignObjectError`` (the name is this attempt's: the
+    next attempt of the task runs under another name and may well succeed).
 
     >>> refuses_task(TaskRefused("hostPID")), refuses_task(api_error(422, "Invalid")), refuses_task(api_error(403, "x"))
     (True, True, False)
     """
-    if isinstance(exc, (TaskRefused, ForeignObjectError, ApiRejected)):
+    if isinstance(exc, (TaskRefused, ApiRejected)):
         return True
     return isinstance(exc, (ValueError, TypeError)) and not isinstance(exc, ConnectorError)

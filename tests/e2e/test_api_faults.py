@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 import pytest
-from flyteidl.admin.agent_pb2 import CreateTaskRequest
+from flyteidl.admin.agent_pb2 import CreateTaskRequest, DeleteTaskRequest, GetTaskRequest, TaskCategory
 from flyteidl.core.execution_pb2 import TaskExecution
 from flyteidl.service.agent_pb2_grpc import AsyncAgentServiceStub
 from flytekit.extend.backend.base_connector import ConnectorRegistry
@@ -195,10 +195,12 @@ def test_the_cache_resumes_its_watch_after_dropped_connections(
     assert proxy.stats.requests[("GET", "watch")] >= 4
 
 
-@pytest.mark.parametrize("refusal", ["namespace-not-allowed", "build-error", "rbac-forbidden"])
-def test_a_refused_task_reaches_propeller_as_a_permanent_grpc_code(
+@pytest.mark.parametrize("refusal", ["namespace-not-allowed", "build-error"])
+def test_a_refused_task_reaches_propeller_as_a_permanent_failure(
     proxy: FaultProxy, tmp_path: Path, k8s: Any, namespace: str, refusal: str
 ) -> None:
+    """Propeller 1.16 re-attempts a task on any CreateTask error: a refusal is CreateTask OK, then GetTask
+    FAILED (permanent) with the refusal's message, and nothing reaches the API server."""
     overrides: dict[str, Any] = {"cache": False}
     if refusal == "namespace-not-allowed":
         overrides["namespaces"] = ("somewhere-else",)
@@ -206,10 +208,42 @@ def test_a_refused_task_reaches_propeller_as_a_permanent_grpc_code(
     template = kit.template_pb()
     if refusal == "build-error":
         template.ClearField("container")  # the backend's BuildError: nothing to run
-    if refusal == "rbac-forbidden":
-        proxy.fail(1, 403, methods={"POST"})
     request = CreateTaskRequest(
         template=template, output_prefix="s3://b/out", task_execution_metadata=kit.metadata_pb(namespace, "refused")
+    )
+    category = TaskCategory(name="pytorch", version=1)
+
+    async def scenario() -> Any:
+        async with kit.connector_service() as channel:
+            stub = AsyncAgentServiceStub(channel)
+            created = await stub.CreateTask(request)
+            meta = created.resource_meta
+            resource = (await stub.GetTask(GetTaskRequest(task_category=category, resource_meta=meta))).resource
+            await stub.DeleteTask(DeleteTaskRequest(task_category=category, resource_meta=meta))
+            return resource
+
+    try:
+        resource = asyncio.run(scenario())
+    finally:
+        shutdown()
+    expected = "TaskRefused: namespace" if refusal == "namespace-not-allowed" else "BuildError: "
+    assert resource.phase == TaskExecution.FAILED and expected in resource.message, resource.message
+    assert dict(resource.custom_info) == {"refused": True}
+    assert jobs(k8s, namespace) == []
+    assert sum(proxy.stats.requests.values()) == 0  # refused before any API request, get and delete included
+
+
+def test_the_connectors_own_rbac_refusal_stays_a_permission_denied_error(
+    proxy: FaultProxy, tmp_path: Path, k8s: Any, namespace: str
+) -> None:
+    """A 403 on the POST is the connector's grant, an operator's fix: an error (propeller re-attempts within
+    the task's retries), PERMISSION_DENIED, not retried by the connector itself."""
+    through(proxy, tmp_path, cache=False)
+    proxy.fail(1, 403, methods={"POST"})
+    request = CreateTaskRequest(
+        template=kit.template_pb(),
+        output_prefix="s3://b/out",
+        task_execution_metadata=kit.metadata_pb(namespace, "rbac"),
     )
 
     async def scenario() -> grpc.aio.AioRpcError:
@@ -222,9 +256,33 @@ def test_a_refused_task_reaches_propeller_as_a_permanent_grpc_code(
         error = asyncio.run(scenario())
     finally:
         shutdown()
-    expected = grpc.StatusCode.PERMISSION_DENIED if refusal == "rbac-forbidden" else grpc.StatusCode.INVALID_ARGUMENT
-    assert error.code() == expected, (error.code(), error.details())
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED, (error.code(), error.details())
     assert "Traceback" not in error.details()  # the error's message, not flytekit's INTERNAL traceback
     assert jobs(k8s, namespace) == []
-    if refusal == "rbac-forbidden":
-        assert proxy.stats.requests[("POST", "create")] == 1  # a refusal is not retried
+    assert proxy.stats.requests[("POST", "create")] == 1  # a refusal is not retried
+
+
+def test_close_ends_a_cache_thread_stuck_in_a_request_the_api_server_never_answers(
+    proxy: FaultProxy, tmp_path: Path, namespace: str
+) -> None:
+    """The informer's first list is held unanswered (its read timeout is 60 s): close() cuts it within 1 s."""
+    import threading
+
+    from flytekitplugins.kubejobs.wire.kinds import KINDS
+
+    rt = through(proxy, tmp_path, cache=True, request_timeout=60.0)
+    proxy.stall(1, 120.0, methods={"GET"})
+    assert rt.cache is not None
+    informer = rt.cache.informer(KINDS["pytorch"], namespace)
+    assert informer is not None
+
+    async def listing() -> Any:
+        return True if proxy.stats.requests[("GET", "list")] >= 1 else None
+
+    asyncio.run(kit.until("the informer's list to reach the proxy", listing, 30))
+    started = time.monotonic()
+    shutdown()
+    took = time.monotonic() - started
+    stuck = [t.name for t in threading.enumerate() if t.name.startswith("kubejobs-cache")]
+    assert took < 1.5 and stuck == [] and not informer.running, (took, stuck)
+    assert not informer.synced.is_set()  # it was inside the stalled list, not past it

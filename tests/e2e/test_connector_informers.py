@@ -149,3 +149,51 @@ def test_eviction_follows_use_not_age(cluster: dict[str, Any], tmp_path: Path) -
         cache.close()
         rt.close()
     assert cache_threads() == []
+
+
+def test_an_informer_refused_by_rbac_stops_and_calls_read_directly(
+    cluster: dict[str, Any], k8s: Any, namespace: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The allow-list lets the namespace through, RBAC does not (a ServiceAccount token without any grant):
+    the informer's list gets 403 and stops for good instead of retrying forever; get() then reads with a
+    direct GET, which reports the 403 itself."""
+    import logging
+
+    from flytekitplugins.kubejobs.connector.errors import Forbidden
+    from kubernetes import client
+
+    from .controlplane import write_kubeconfig
+
+    core = client.CoreV1Api(k8s)
+    account = "no-grant"
+    core.create_namespaced_service_account(
+        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=account))
+    )
+    issued = core.create_namespaced_service_account_token(
+        account,
+        namespace,
+        client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=["https://kubernetes.default.svc"], expiration_seconds=600)
+        ),
+    ).status
+    assert issued is not None and issued.token
+    kubeconfig = write_kubeconfig(
+        tmp_path / "kubeconfig.yaml", cluster["server"], Path(cluster["ca"]), account, None, issued.token
+    )
+    rt = configure(settings(cluster, tmp_path, kubeconfig=str(kubeconfig), namespaces=(namespace,)))
+    connector = ConnectorRegistry.get_connector("pytorch", 1)
+    try:
+        with caplog.at_level(logging.WARNING, logger="flytekitplugins.kubejobs.connector.cache"):
+            assert rt.cache is not None
+            informer = rt.cache.informer(KINDS["pytorch"], namespace)
+            assert informer is not None
+            wait_for("the forbidden informer to stop", lambda: True if not informer.running else None, 30)
+            assert informer.forbidden is not None and informer.forbidden.status == 403
+            assert rt.cache.informer(KINDS["pytorch"], namespace) is informer  # not restarted by the next call
+            with pytest.raises(Forbidden, match="403"):
+                asyncio.run(connector.get(forged_meta(namespace)))
+        messages = [r.getMessage() for r in caplog.records]
+        assert [m for m in messages if f"cache for pytorchjobs/{namespace} stopped: 403" in m], messages
+        assert not [m for m in messages if "retrying in" in m], messages  # given up at once, not retried
+    finally:
+        shutdown()

@@ -175,7 +175,7 @@ def test_a_task_naming_a_pod_template_gets_the_one_the_settings_file_gives(
     try:
         asyncio.run(_pytorch().create(named, "s3://b/out", None, kit.metadata("based")))
         with pytest.raises(ValueError, match=r"PodTemplate 'not-configured' does not exist"):
-            asyncio.run(_pytorch().create(unknown, "s3://b/out", None, kit.metadata("unbased")))
+            asyncio.run(_pytorch().submit(unknown, "s3://b/out", None, kit.metadata("unbased")))
     finally:
         shutdown()
     (obj,) = server.objects(G, P)
@@ -227,7 +227,7 @@ def test_a_namespace_outside_the_allow_list_is_refused_before_any_request(
     try:
         outside = kit.metadata("outside", namespace="team-b")
         with pytest.raises(ValueError, match=r"namespace 'team-b' is not one of the connector's namespaces"):
-            asyncio.run(_pytorch().create(kit.template("pytorch"), "s3://b/out", None, outside))
+            asyncio.run(_pytorch().submit(kit.template("pytorch"), "s3://b/out", None, outside))
         assert server.request_total() == 0
         asyncio.run(_pytorch().create(kit.template("pytorch"), "s3://b/out", None, kit.metadata("inside")))
     finally:

@@ -168,7 +168,7 @@ def test_placeholders_the_connector_cannot_fill_are_refused_before_anything_is_c
     template = _pod_target(["train", arg, "--inputs", "{{.input}}"])
     connector = ConnectorRegistry.get_connector("pytorch", 1)
     with pytest.raises(ValueError, match=match):
-        asyncio.run(connector.create(template, str(tmp_path / "out"), _inputs(**inputs), kit.metadata("refused")))
+        asyncio.run(connector.submit(template, str(tmp_path / "out"), _inputs(**inputs), kit.metadata("refused")))
     assert server.objects(G, P) == [] and server.store.created == 0
     assert not (tmp_path / "out").exists()  # and no inputs written
 
@@ -212,7 +212,7 @@ def test_inputs_are_written_only_under_the_configured_prefixes(
         prefix = str(tmp_path.parent / "elsewhere")
     connector = ConnectorRegistry.get_connector("pytorch", 1)
     with pytest.raises(ValueError, match=match):
-        asyncio.run(connector.create(pod_task_template, prefix, _inputs(x=3, factor=2.5), kit.metadata("outside")))
+        asyncio.run(connector.submit(pod_task_template, prefix, _inputs(x=3, factor=2.5), kit.metadata("outside")))
     assert server.request_total() == 0  # refused before the job was created
     assert not (tmp_path.parent / "elsewhere").exists() and not Path(f"{tmp_path}-sibling").exists()
 
@@ -227,7 +227,7 @@ def test_without_input_prefixes_the_connector_writes_nowhere(
         connector = ConnectorRegistry.get_connector("pytorch", 1)
         with pytest.raises(ValueError, match="the connector has no input-prefixes setting"):
             asyncio.run(
-                connector.create(
+                connector.submit(
                     pod_task_template, str(tmp_path / "out"), _inputs(x=1, factor=1.0), kit.metadata("none")
                 )
             )

@@ -37,7 +37,7 @@ def test_a_host_namespace_job_is_refused_at_baseline_and_created_at_privileged(
     configure(kit.settings(server, tmp_path, cache=False))
     try:
         with pytest.raises(ValueError) as refused:
-            asyncio.run(connector.create(_host_root_task(kit), "s3://b/out", None, kit.metadata("hostile")))
+            asyncio.run(connector.submit(_host_root_task(kit), "s3://b/out", None, kit.metadata("hostile")))
         message = str(refused.value)
         assert "refused by the connector's pod security level 'baseline'" in message
         assert (

@@ -8,9 +8,11 @@ requests travel as real protobuf over HTTP/2 into the connector and out to the f
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -92,22 +94,12 @@ def test_flytekit_grpc_service_creates_polls_and_deletes(server: FakeApiServer, 
     asyncio.run(scenario())
 
 
-@pytest.mark.parametrize(
-    ("case", "code", "error"),
-    [
-        ("namespace-not-allowed", grpc.StatusCode.INVALID_ARGUMENT, "TaskRefused: namespace 'flytesnacks-development'"),
-        ("no-container", grpc.StatusCode.INVALID_ARGUMENT, "BuildError: unable to create container"),
-        ("api-unreachable", grpc.StatusCode.UNAVAILABLE, "ApiUnavailable: 0 "),
-    ],
-)
-def test_errors_reach_the_grpc_caller_with_their_codes(
-    tmp_path: Any, kit: Any, case: str, code: grpc.StatusCode, error: str
-) -> None:
-    """Through flytekit's own service: a refused task, and an API server nobody answers at (a closed port)."""
+def _unreachable_settings(tmp_path: Any, **overrides: Any) -> Any:
+    """Settings whose API server nobody answers at (a closed port): any API call fails as ``ApiUnavailable``."""
     import socket
 
-    from flytekit.extend.backend.connector_service import AsyncConnectorService
-    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+    from flytekitplugins.kubejobs.backend import BackendConfig
+    from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 
     with socket.socket() as probe:  # a port nothing listens on: every connection is refused
         probe.bind(("127.0.0.1", 0))
@@ -125,37 +117,121 @@ def test_errors_reach_the_grpc_caller_with_their_codes(
             }
         )
     )
-    overrides: dict[str, Any] = {"namespaces": ("elsewhere",)} if case == "namespace-not-allowed" else {}
-    from flytekitplugins.kubejobs.backend import BackendConfig
-    from flytekitplugins.kubejobs.connector.config import ConnectorSettings
-
-    settings = ConnectorSettings(
+    return ConnectorSettings(
         kubeconfig=str(kubeconfig), cache=False, retry_deadline=1.0, backend=BackendConfig(), **overrides
     )
-    configure(settings)
+
+
+@contextlib.asynccontextmanager
+async def _service() -> AsyncIterator[AsyncAgentServiceStub]:
+    """flytekit's ``AsyncConnectorService`` on a loopback port, and a stub calling it."""
+    from flytekit.extend.backend.connector_service import AsyncConnectorService
+
+    grpc_server = grpc.aio.server()
+    add_AsyncAgentServiceServicer_to_server(AsyncConnectorService(), grpc_server)
+    grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
+    await grpc_server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            yield AsyncAgentServiceStub(channel)
+    finally:
+        await grpc_server.stop(None)
+
+
+@pytest.mark.parametrize(
+    ("case", "error"),
+    [
+        ("namespace-not-allowed", "TaskRefused: namespace 'flytesnacks-development'"),
+        ("no-container", "BuildError: unable to create container"),
+    ],
+)
+def test_a_refused_task_is_created_as_a_permanent_failure_without_any_api_call(
+    tmp_path: Any, kit: Any, case: str, error: str
+) -> None:
+    """Propeller 1.16 retries every CreateTask error; a refusal must instead reach it as GetTask ``FAILED``.
+    The API server is unreachable: any API call on the way would fail the test with ``UNAVAILABLE``."""
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    overrides: dict[str, Any] = {"namespaces": ("elsewhere",)} if case == "namespace-not-allowed" else {}
+    configure(_unreachable_settings(tmp_path, **overrides))
     template = kit.template("pytorch").to_flyte_idl()
     if case == "no-container":
         template.ClearField("container")
     request = CreateTaskRequest(
         template=template, output_prefix="s3://b/out", task_execution_metadata=kit.metadata("codes").to_flyte_idl()
     )
+    category = TaskCategory(name="pytorch", version=1)
+
+    async def scenario() -> tuple[bytes, Any]:
+        async with _service() as stub:
+            created = await stub.CreateTask(request)
+            got = await stub.GetTask(GetTaskRequest(task_category=category, resource_meta=created.resource_meta))
+            await stub.DeleteTask(DeleteTaskRequest(task_category=category, resource_meta=created.resource_meta))
+            return created.resource_meta, got.resource
+
+    try:
+        resource_meta, resource = asyncio.run(scenario())
+    finally:
+        shutdown()
+    meta = json.loads(resource_meta)
+    assert error in meta["refused"] and (meta["namespace"], meta["name"]) == ("", "")
+    assert resource.phase == TaskExecution.FAILED  # permanent: propeller does not re-attempt it
+    assert resource.message.startswith("[TaskRefused] ") and error in resource.message, resource.message
+    assert dict(resource.custom_info) == {"refused": True}
+
+
+def test_a_forged_refused_resource_meta_only_fails_its_own_task(tmp_path: Any, kit: Any) -> None:
+    """An attacker's ``refused`` metadata naming a foreign namespace, with a huge multi-line message: GetTask
+    answers a bounded one-line failure, DeleteTask does nothing; neither makes an API call."""
+    from flytekitplugins.kubejobs.connector.connector import MAX_REFUSAL_CHARS
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    configure(_unreachable_settings(tmp_path, namespaces=("team-a",)))
+    forged = json.dumps(
+        {
+            "group": "kubeflow.org",
+            "version": "v1",
+            "plural": "pytorchjobs",
+            "namespace": "kube-system",
+            "name": "victim",
+            "refused": "SUCCEEDED\n[fake] all good " + "x" * 100_000,
+        }
+    ).encode()
+    category = TaskCategory(name="pytorch", version=1)
+
+    async def scenario() -> Any:
+        async with _service() as stub:
+            await stub.DeleteTask(DeleteTaskRequest(task_category=category, resource_meta=forged))
+            return (await stub.GetTask(GetTaskRequest(task_category=category, resource_meta=forged))).resource
+
+    try:
+        resource = asyncio.run(scenario())
+    finally:
+        shutdown()
+    assert resource.phase == TaskExecution.FAILED
+    assert "\n" not in resource.message and len(resource.message) <= len("[TaskRefused] ") + MAX_REFUSAL_CHARS
+
+
+def test_an_unreachable_api_server_stays_a_retryable_unavailable_error(tmp_path: Any, kit: Any) -> None:
+    """A transient fault is an error propeller retries (the attempt, and a gRPC retryPolicy on UNAVAILABLE)."""
+    from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+
+    configure(_unreachable_settings(tmp_path))
+    request = CreateTaskRequest(
+        template=kit.template("pytorch").to_flyte_idl(),
+        output_prefix="s3://b/out",
+        task_execution_metadata=kit.metadata("codes").to_flyte_idl(),
+    )
 
     async def scenario() -> grpc.aio.AioRpcError:
-        grpc_server = grpc.aio.server()
-        add_AsyncAgentServiceServicer_to_server(AsyncConnectorService(), grpc_server)
-        grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
-        await grpc_server.start()
-        try:
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-                with pytest.raises(grpc.aio.AioRpcError) as info:
-                    await AsyncAgentServiceStub(channel).CreateTask(request)
-                return info.value
-        finally:
-            await grpc_server.stop(None)
+        async with _service() as stub:
+            with pytest.raises(grpc.aio.AioRpcError) as info:
+                await stub.CreateTask(request)
+            return info.value
 
     try:
         failure = asyncio.run(scenario())
     finally:
         shutdown()
-    assert failure.code() == code, (failure.code(), failure.details())
-    assert error in failure.details() and "Traceback" not in failure.details()
+    assert failure.code() == grpc.StatusCode.UNAVAILABLE, (failure.code(), failure.details())
+    assert "ApiUnavailable: 0 " in failure.details() and "Traceback" not in failure.details()

@@ -2,17 +2,23 @@
 
 An informer lists the objects carrying the connector's ``managed-by`` label, then watches from the
 list's resourceVersion; a 410 Gone (history compacted) triggers a re-list, other failures a wait of
-the connector's retry policy (``RetryPolicy.backoff``, growing with consecutive failures; an informer
-never gives up) and a new watch from the last resourceVersion seen. Memory is bounded: only our objects are
-kept, slimmed (pod templates dropped, they are never read for status), at most ``max_objects`` per
-informer. A name the cache does not hold (not yet seen, over the bound, or deleted) is read with a
-direct GET, so a deletion is confirmed by the API server before get() reports it.
+the connector's retry policy (``RetryPolicy.backoff``, growing with consecutive failures) and a new watch
+from the last resourceVersion seen. The one failure it gives up on is 403 Forbidden (RBAC does not grant the
+connector list/watch there: retrying cannot help until an operator changes the grant): the informer stops,
+says so in the log, and calls for that namespace read with direct GETs (which report the 403); once idle it is
+evicted, so a call after that tries a fresh informer (a grant added meanwhile is picked up).
+Memory is bounded: only our objects are kept, slimmed (pod templates dropped, they are never read for
+status), at most ``max_objects`` per informer. A name the cache does not hold (not yet seen, over the
+bound, or deleted) is read with a direct GET, so a deletion is confirmed by the API server before get()
+reports it.
 
 Each informer runs in its own daemon thread, so the cache works from any event loop (the gRPC
 server's, or a test's) and reads are plain dictionary lookups. Threads are bounded: informers start only
 for namespaces the connector serves, at most ``max_informers`` of them (beyond, callers GET directly), and
 one no call has used for ``idle_timeout`` seconds is stopped by a reaper thread. ``close()`` stops them all
-at once (each blocked watch read is cut by shutting its socket down) and waits at most ``timeout``.
+at once, cutting every request they are blocked in (the cache connections' sockets are shut down, even for a
+request the API server never answers), and waits at most ``timeout``. An evicted informer has its watch
+response shut down; one evicted while inside a list ends when that request returns or times out.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from .errors import ApiError, Gone
+from .errors import ApiError, Forbidden, Gone
 
 if TYPE_CHECKING:
     from ..wire.kinds import JobKind
@@ -82,6 +88,8 @@ class Informer:
         self.max_objects = max_objects
         self.synced = threading.Event()
         self.relists = 0
+        #: The 403 that stopped this informer (None while it runs, or when it was stopped otherwise).
+        self.forbidden: Optional[Forbidden] = None
         #: When a call last used this informer (the cache's clock); the reaper stops it once idle.
         self.last_used = 0.0
         self._objects: dict[str, Obj] = {}
@@ -163,6 +171,16 @@ class Informer:
                 failures = 0
             except Gone:
                 rv = None  # history compacted: re-list
+            except Forbidden as err:
+                self.forbidden = err
+                self._stop.set()
+                log.warning(
+                    "cache for %s/%s stopped: %s (RBAC does not let the connector list/watch them there); calls "
+                    "for this namespace read with direct GETs",
+                    self.kind.plural,
+                    self.namespace,
+                    err,
+                )
             except ApiError as err:
                 if self._stop.is_set():
                     break
@@ -281,15 +299,18 @@ class JobCache:
             self._informers.clear()
             reaper = self._reaper
         deadline = time.monotonic() + timeout
-        _stop_all(informers, timeout)
+        _stop_all(informers, timeout, cut=self.client.abort_cache_requests)
         if reaper is not None:
             reaper.join(max(0.0, deadline - time.monotonic()))
 
 
-def _stop_all(informers: list[Informer], timeout: float) -> None:
-    """Signal every informer first, then join them against one deadline (not ``timeout`` each)."""
+def _stop_all(informers: list[Informer], timeout: float, cut: Optional[Callable[[], object]] = None) -> None:
+    """Signal every informer first (then ``cut`` their requests: a thread inside a list, or waiting for a watch's
+    first bytes, has no response to shut down yet), then join them against one deadline (not ``timeout`` each)."""
     for informer in informers:
         informer.request_stop()
+    if cut is not None and informers:
+        cut()
     deadline = time.monotonic() + timeout
     for informer in informers:
         informer.join(max(0.0, deadline - time.monotonic()))

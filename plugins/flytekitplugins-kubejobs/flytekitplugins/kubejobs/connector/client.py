@@ -1,6 +1,8 @@
 """The only module that talks to Kubernetes: a thin async wrapper over the official ``kubernetes`` client.
 
-Blocking client calls run in a bounded thread pool. Every call has a (connect, read) timeout and runs
+Blocking client calls run in a bounded thread pool; the cache threads' list and watch requests go through a
+connection pool of their own, whose sockets ``abort_cache_requests`` shuts down (a stop cuts even a request
+the API server never answers). Every call has a (connect, read) timeout and runs
 under the connector's one ``RetryPolicy`` (``retry.py``): transient failures are retried until the
 settings' ``retry-deadline``; every failure surfaces as one of the ``ApiError`` types of ``errors.py``.
 The kubernetes client's own urllib3 retries are switched off so this policy is the only one.
@@ -13,10 +15,13 @@ The kubernetes client's own urllib3 retries are switched off so this policy is t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
@@ -39,6 +44,31 @@ def _as_obj(value: object) -> Obj:
     if not isinstance(value, dict):
         raise ApiUnavailable(0, "BadResponse", f"expected a JSON object, got {type(value).__name__}")
     return value
+
+
+def _tracked_connections(api_client: Any) -> weakref.WeakSet[Any]:
+    """Every connection ``api_client``'s urllib3 pool opens from now on (weakly: a closed one drops out).
+
+    urllib3 hands a blocked request's connection to no one else, so its socket can only be reached by
+    recording the connection when it connects: the pool classes are swapped for subclasses that do.
+    """
+    from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+    opened: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def recording(pool_cls: type[HTTPConnectionPool]) -> type[HTTPConnectionPool]:
+        base: Any = pool_cls.ConnectionCls
+
+        class Recorded(base):  # type: ignore[misc]
+            def connect(self) -> None:
+                super().connect()
+                opened.add(self)
+
+        return type(pool_cls.__name__, (pool_cls,), {"ConnectionCls": Recorded})
+
+    manager = api_client.rest_client.pool_manager
+    manager.pool_classes_by_scheme = {"http": recording(HTTPConnectionPool), "https": recording(HTTPSConnectionPool)}
+    return opened
 
 
 def _to_api_error(exc: BaseException) -> ApiError:
@@ -78,13 +108,32 @@ class KubeClient:
         cfg.connection_pool_maxsize = settings.workers + 8  # workers plus the caches' watches
         self._api_client = client.ApiClient(cfg)
         self._api = client.CustomObjectsApi(self._api_client)
+        self._cache_api_client = client.ApiClient(cfg)  # the cache threads' list and watch requests only
+        self._cache_connections = _tracked_connections(self._cache_api_client)
+        self._cache_api = client.CustomObjectsApi(self._cache_api_client)
         self._pool = ThreadPoolExecutor(settings.workers, thread_name_prefix="kubejobs-api")
         self._timeout = (settings.connect_timeout, settings.request_timeout)
         self.retry = RetryPolicy.from_settings(settings)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.abort_cache_requests()
         self._api_client.close()  # type: ignore[no-untyped-call]
+        self._cache_api_client.close()  # type: ignore[no-untyped-call]
+
+    def abort_cache_requests(self) -> int:
+        """Shut down the socket of every open cache connection: a thread blocked in a list or watch request
+        (even one the API server never answers) gets an error at once. Returns how many were shut down.
+        A connection still connecting (TCP or TLS handshake) is not reached: ``connect-timeout`` bounds it."""
+        cut = 0
+        for connection in list(self._cache_connections):
+            sock = getattr(connection, "sock", None)
+            if sock is None:
+                continue
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+                cut += 1
+        return cut
 
     # -- retry policy ----------------------------------------------------------------------------------
     def _delay(
@@ -195,7 +244,7 @@ class KubeClient:
 
         def fn() -> Obj:
             return _as_obj(
-                self._api.list_namespaced_custom_object(
+                self._cache_api.list_namespaced_custom_object(
                     kind.group,
                     kind.version,
                     namespace,
@@ -211,7 +260,7 @@ class KubeClient:
     def open_watch(self, kind: JobKind, namespace: str, selector: str, resource_version: str) -> Any:
         """Start a watch (one request of ``watch_timeout`` seconds); returns the raw HTTP response."""
         try:
-            return self._api.list_namespaced_custom_object(
+            return self._cache_api.list_namespaced_custom_object(
                 kind.group,
                 kind.version,
                 namespace,

@@ -42,6 +42,7 @@ __all__ = [
     "ForeignObjectError",
     "KubeJobConnector",
     "KubeJobMetadata",
+    "MAX_REFUSAL_CHARS",
     "SUPPORTED",
     "register_connectors",
 ]
@@ -54,6 +55,8 @@ EXECUTION_ANNOTATION = "kubejobs.flyte.org/execution-id"
 SUPPORTED: tuple[tuple[str, int], ...] = tuple(
     (kind.task_type, version) for kind in KINDS.values() for version in kind.task_type_versions
 )
+#: The longest refusal message kept in (and read back from) a ResourceMeta; the rest is cut.
+MAX_REFUSAL_CHARS = 2048
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _PHASES = {
     "QUEUED": TaskExecution.QUEUED,
@@ -71,7 +74,9 @@ class KubeJobMetadata(ResourceMeta):  # type: ignore[misc]
     ``execution`` (the task execution metadata) and ``task_config`` feed log links.
 
     The caller sends it back as opaque bytes it could have forged: ``get`` and ``delete`` check every field
-    (served kind, allowed namespace, the object's uid) before acting on it.
+    (served kind, allowed namespace, the object's uid) before acting on it. ``refused`` (non-empty: the
+    connector refused the task at create and created nothing) short-cuts both: ``get`` reports a permanent
+    failure with that message, ``delete`` does nothing; a forged one makes no API call either.
     """
 
     group: str
@@ -83,6 +88,20 @@ class KubeJobMetadata(ResourceMeta):  # type: ignore[misc]
     execution: str = ""
     task_config: str = ""
     uid: str = ""
+    refused: str = ""
+
+    @classmethod
+    def refusal(cls, kind: JobKind, reason: str) -> KubeJobMetadata:
+        """The metadata of a task refused at create: no object, only the reason."""
+        return cls(
+            group=kind.group,
+            version=kind.version,
+            plural=kind.plural,
+            namespace="",
+            name="",
+            task_type=kind.task_type,
+            refused=_bounded(reason),
+        )
 
     @property
     def kind(self) -> JobKind:
@@ -90,6 +109,12 @@ class KubeJobMetadata(ResourceMeta):  # type: ignore[misc]
             return kind_for_resource(self.group, self.plural)
         except KeyError:
             raise ValueError(f"KubeJobMetadata names an unknown resource {self.plural}.{self.group}") from None
+
+
+def _bounded(text: str) -> str:
+    """``text`` on one printable line of at most ``MAX_REFUSAL_CHARS`` characters."""
+    printable = "".join(ch if ch.isprintable() else " " for ch in text[: MAX_REFUSAL_CHARS + 1])
+    return printable if len(printable) <= MAX_REFUSAL_CHARS else printable[: MAX_REFUSAL_CHARS - 3] + "..."
 
 
 def execution_id(metadata: PbTaskExecutionMetadata) -> str:
@@ -142,7 +167,34 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         task_execution_metadata: Optional[TaskExecutionMetadata] = None,
         **kwargs: Any,
     ) -> KubeJobMetadata:
-        """Create the job (or adopt the one a previous attempt of this same call created).
+        """``submit``, with a refused task (``errors.refuses_task``) answered by a metadata that records the
+        refusal instead of an error: nothing was created, and ``get`` reports it as a permanent failure.
+
+        Why not an error: FlytePropeller 1.16 turns every ``CreateTask`` error, whatever its gRPC code, into a
+        retryable failure of the attempt, so a refusal raised here would be re-attempted while the task's
+        retries last; a ``FAILED`` phase from ``GetTask`` is the one permanent failure it knows. Transient
+        faults (``ApiUnavailable``) and the rest of the error tree still raise: propeller retries them.
+        """
+        from .errors import refuses_task
+
+        try:
+            return await self.submit(task_template, output_prefix, inputs, task_execution_metadata, **kwargs)
+        except Exception as err:
+            if not refuses_task(err):
+                raise
+            log.warning("refused %s task: %s: %s", self.kind.task_type, type(err).__name__, err)
+            return KubeJobMetadata.refusal(self.kind, f"{type(err).__name__}: {err}")
+
+    async def submit(
+        self,
+        task_template: TaskTemplate,
+        output_prefix: str,
+        inputs: Optional[LiteralMap] = None,
+        task_execution_metadata: Optional[TaskExecutionMetadata] = None,
+        **kwargs: Any,
+    ) -> KubeJobMetadata:
+        """Create the job (or adopt the one a previous attempt of this same call created); every failure
+        raises (a refusal as ``TaskRefused``/``BuildError``/``ApiRejected``).
 
         Placeholders propeller left in the task (pod-template targets) are filled first, and the inputs
         written to ``<output_prefix>/inputs.pb`` when ``{{.input}}`` asks for them (``placeholders.py``).
@@ -255,6 +307,9 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         """Phase, message and log links of the job (outputs are written by the task itself)."""
         from ..backend import task_phase
 
+        if isinstance(resource_meta, KubeJobMetadata) and resource_meta.refused:
+            message = f"[TaskRefused] {_bounded(str(resource_meta.refused))}"
+            return Resource(phase=TaskExecution.FAILED, message=message, custom_info={"refused": True})
         rt = _runtime()
         resource_meta, kind = self._checked(rt, resource_meta)
         ns, name = resource_meta.namespace, resource_meta.name
@@ -295,6 +350,8 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         another object, which is left alone (the delete carries a uid precondition)."""
         from .errors import Conflict, NotFound
 
+        if isinstance(resource_meta, KubeJobMetadata) and resource_meta.refused:
+            return  # refused at create: nothing was created
         rt = _runtime()
         resource_meta, kind = self._checked(rt, resource_meta)
         ns, name, uid = resource_meta.namespace, resource_meta.name, resource_meta.uid

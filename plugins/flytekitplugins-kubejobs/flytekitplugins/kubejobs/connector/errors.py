@@ -16,8 +16,10 @@
         ├── Gone                         OUT_OF_RANGE      410: a watch's resourceVersion was compacted
         └── ApiRejected                  INVALID_ARGUMENT  any other 4xx (422 schema validation, 400)
 
+A refusal at create (``refuses_task``) is not sent as an error at all: ``KubeJobConnector.create`` answers it
+with a ResourceMeta that GetTask reports as a permanent failure (propeller retries every CreateTask error).
 Whoever catches one compares types, never status integers. ``grpc_status`` gives the (code name, HTTP-like
-number) pair flytekit's connector service reports; see ``service.py`` for how the code reaches the wire.
+number) pair flytekit's connector service reports; see ``grpc_codes.py`` for how the code reaches the wire.
 
 >>> err = api_error(503, "ServiceUnavailable", "etcd is down")
 >>> isinstance(err, ApiUnavailable), err.retryable, err.grpc_code
@@ -45,6 +47,7 @@ __all__ = [
     "TaskRefused",
     "api_error",
     "grpc_status",
+    "refuses_task",
 ]
 
 #: HTTP codes of the transient faults: a connection error or timeout (0), throttling, server errors.
@@ -142,3 +145,18 @@ def grpc_status(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, (ValueError, TypeError)):
         return TaskRefused.grpc_code, TaskRefused.http_status
     return ConnectorError.grpc_code, ConnectorError.http_status
+
+
+def refuses_task(exc: BaseException) -> bool:
+    """Whether a failed create means the task can never run as sent: a permanent user failure, the same on
+    every attempt (``TaskRefused`` and any ``ValueError``/``TypeError`` such as ``BuildError``, the API server
+    refusing the object itself). Not refusals: transient faults, 403 (the connector's own RBAC, fixed by an
+    operator), 404 (a CRD not installed), bugs, and ``ForeignObjectError`` (the name is this attempt's: the
+    next attempt of the task runs under another name and may well succeed).
+
+    >>> refuses_task(TaskRefused("hostPID")), refuses_task(api_error(422, "Invalid")), refuses_task(api_error(403, "x"))
+    (True, True, False)
+    """
+    if isinstance(exc, (TaskRefused, ApiRejected)):
+        return True
+    return isinstance(exc, (ValueError, TypeError)) and not isinstance(exc, ConnectorError)

@@ -14,9 +14,11 @@ loaded.
 What propeller 1.16 does with the codes (``flyteplugins/go/tasks/plugins/webapi/connector/plugin.go`` and
 ``pluginmachinery/internal/webapi``): any CreateTask error becomes a retryable USER failure of that attempt
 (the node is re-attempted while the task's ``retries`` last) with the gRPC code and details in its message;
-a GetTask error is retried by the plugin's cache and, after ``maxSystemFailures``, fails the task. The code
-also drives the gRPC client's own retries when propeller's ``defaultServiceConfig`` has a ``retryPolicy``
-(``retryableStatusCodes: [UNAVAILABLE]`` retries exactly our transient faults).
+a GetTask error is retried by the plugin's cache and, after ``maxSystemFailures``, fails the task. That is
+why a refused task never reaches this handler from ``create``: ``KubeJobConnector.create`` answers it with a
+ResourceMeta whose GetTask is phase FAILED (permanent). The code also drives the gRPC client's own retries
+when propeller's ``defaultServiceConfig`` has a ``retryPolicy`` (``retryableStatusCodes: [UNAVAILABLE]``
+retries exactly our transient faults).
 """
 
 from __future__ import annotations

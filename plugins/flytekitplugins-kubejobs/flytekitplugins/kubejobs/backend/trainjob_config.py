@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..wire.kinds import KINDS, TRAINJOB
+from ..wire.kinds import KINDS, TRAINJOB, TRAINJOB_TASK_TYPES
 
 __all__ = [
     "DEFAULT_MANAGER",
@@ -48,8 +48,6 @@ __all__ = [
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
-#: The task types a TrainJob can run (TensorFlow has no Trainer v2 runtime upstream; Ray is KubeRay's).
-TRAINJOB_TASK_TYPES = ("pytorch", "mpi")
 DEFAULT_TRAINER_VERSION = "v2.3.0"
 #: ``runtimePatches[].manager`` of the entry this backend writes (a domain-prefixed path, as the webhook wants).
 DEFAULT_MANAGER = "kubejobs.flyte.org/backend"

@@ -24,8 +24,7 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.exceptions.system import FlyteConnectorNotFound
 from flytekit.extend.backend.base_connector import AsyncConnectorBase, ConnectorRegistry, Resource, ResourceMeta
 
-from ..backend.trainjob_config import TRAINJOB_TASK_TYPES
-from ..wire.kinds import KINDS, TRAINJOB, JobKind, kind_for_resource, kind_of
+from ..wire.kinds import KINDS, TRAINJOB, TRAINJOB_TASK_TYPES, JobKind, kind_for_resource, kind_of
 from .errors import ForeignObjectError, TaskRefused
 
 if TYPE_CHECKING:

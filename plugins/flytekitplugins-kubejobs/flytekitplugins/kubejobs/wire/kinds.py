@@ -21,6 +21,7 @@ __all__ = [
     "ENGINE_KINDS",
     "KINDS",
     "TRAINJOB",
+    "TRAINJOB_TASK_TYPES",
     "JobKind",
     "LinkedRole",
     "Role",
@@ -215,6 +216,8 @@ TRAINJOB = JobKind(
     container="node",
     task_type_versions=(0, 1),
 )
+#: The task types a TrainJob can run (TensorFlow has no Trainer v2 runtime upstream; Ray is KubeRay's).
+TRAINJOB_TASK_TYPES = ("pytorch", "mpi")
 #: The kinds that are an alternative target of a task type (the connector creates, reads and watches them too).
 ENGINE_KINDS: tuple[JobKind, ...] = (TRAINJOB,)
 

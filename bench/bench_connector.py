@@ -144,8 +144,8 @@ def _pct(values: list[float], q: float) -> float:
 def rows() -> list[Row]:
     from flytekit.extend.backend.base_connector import ConnectorRegistry
     from flytekitplugins.kubejobs.backend import BackendConfig
-    from flytekitplugins.kubejobs.connector.config import ConnectorSettings
     from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+    from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 
     connector = ConnectorRegistry.get_connector("pytorch", 1)
     tasks = [_task(i) for i in range(JOBS)]

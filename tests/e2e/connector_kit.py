@@ -21,7 +21,7 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flyteidl.plugins.kubeflow import common_pb2, pytorch_pb2
 from flytekit.models.task import TaskExecutionMetadata, TaskTemplate
 from flytekitplugins.kubejobs.backend import BackendConfig
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 

@@ -26,9 +26,9 @@ from flytekit.extend.backend.base_connector import Resource
 from flytekit.models.task import TaskExecutionMetadata, TaskTemplate
 from flytekit.tools.translator import get_serializable
 from flytekitplugins.kubejobs.backend import BackendConfig
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.connector import KubeJobConnector, KubeJobMetadata
 from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 from flytekitplugins.kubejobs.wire.template import substitute
 
 from .controlplane import OUTCOME, RUN_FOR

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 from flytekitplugins.kubejobs.backend import BackendConfig
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.runtime import Runtime
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 
 from .runtimes import MPI_RUNTIME
 

@@ -21,8 +21,8 @@ from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekitplugins.kubejobs.backend import BackendConfig
 from flytekitplugins.kubejobs.connector import KubeJobMetadata
 from flytekitplugins.kubejobs.connector.cache import JobCache
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.runtime import MANAGED_BY, MANAGED_BY_LABEL, Runtime, configure, shutdown
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 from flytekitplugins.kubejobs.wire.kinds import KINDS
 
 from .controlplane import wait_for

@@ -41,7 +41,6 @@ from flytekit.tools.translator import get_serializable
 from flytekitplugins.kfoperators import PyTorch, Worker
 from flytekitplugins.kubejobs.backend import BackendConfig, build_object
 from flytekitplugins.kubejobs.connector import EXECUTION_LABEL
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.ownership import legacy_label
 from flytekitplugins.kubejobs.connector.runtime import (
     MANAGED_BY,
@@ -53,6 +52,7 @@ from flytekitplugins.kubejobs.connector.runtime import (
 from flytekitplugins.kubejobs.connector.runtime import (
     runtime as current_runtime,
 )
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 
 from .controlplane import wait_for
 

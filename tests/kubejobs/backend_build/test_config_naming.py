@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 from flytekitplugins.kubejobs.backend import BackendConfig
-from flytekitplugins.kubejobs.backend.config import parse_go_duration
 from flytekitplugins.kubejobs.backend.naming import object_name
+from flytekitplugins.kubejobs.backend.plugins_config import parse_go_duration
 from flytekitplugins.kubejobs.wire.kinds import KINDS
 
 PROPELLER = """

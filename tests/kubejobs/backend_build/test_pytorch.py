@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from flytekitplugins.kubejobs.backend import BackendConfig, BuildError
-from flytekitplugins.kubejobs.backend.config import K8sConfig
+from flytekitplugins.kubejobs.backend.plugins_config import K8sConfig
 
 ELASTIC = {"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 4, "nprocPerNode": 8, "maxRestarts": 3}
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from flytekitplugins.kubejobs.backend import BackendConfig, BuildError, build_object
-from flytekitplugins.kubejobs.backend.config import RayConfig
+from flytekitplugins.kubejobs.backend.plugins_config import RayConfig
 
 HEAD_DEFAULT = {
     "dashboard-host": "0.0.0.0",

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-from flytekitplugins.kubejobs.backend.config import BackendConfig
+from flytekitplugins.kubejobs.backend.plugins_config import BackendConfig
 from flytekitplugins.kubejobs.backend.status import ErrorKind, Phase, task_phase
 
 KINDS = ["PyTorchJob", "TFJob", "MPIJob"]

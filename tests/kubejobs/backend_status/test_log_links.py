@@ -17,8 +17,8 @@ from flyteidl.core.identifier_pb2 import (
     TaskExecutionIdentifier,
     WorkflowExecutionIdentifier,
 )
-from flytekitplugins.kubejobs.backend.config import BackendConfig
 from flytekitplugins.kubejobs.backend.logs import LogConfig
+from flytekitplugins.kubejobs.backend.plugins_config import BackendConfig
 from flytekitplugins.kubejobs.backend.status import MAX_LINKED_PODS_PER_ROLE, task_phase
 
 K8S = "http://localhost:30082/#!/log/ns/{pod}/pod?namespace=ns"

@@ -24,8 +24,8 @@ from flyteidl.plugins import tensorflow_pb2 as tf_v0
 from flyteidl.plugins.kubeflow import common_pb2, mpi_pb2, pytorch_pb2, tensorflow_pb2
 from flytekit.models.task import TaskExecutionMetadata, TaskTemplate
 from flytekitplugins.kubejobs.backend import BackendConfig
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.runtime import Runtime, configure, shutdown
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 

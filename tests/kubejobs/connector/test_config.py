@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from flytekitplugins.kubejobs.connector.config import CONFIG_ENV, ConnectorSettings
+from flytekitplugins.kubejobs.connector.settings import CONFIG_ENV, ConnectorSettings
 
 CONFIG = """
 connector:

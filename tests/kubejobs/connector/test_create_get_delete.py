@@ -153,8 +153,8 @@ def test_a_task_naming_a_pod_template_gets_the_one_the_settings_file_gives(
     server: FakeApiServer, tmp_path: Any, kit: Any
 ) -> None:
     from flytekit.models.task import TaskTemplate
-    from flytekitplugins.kubejobs.connector.config import ConnectorSettings
     from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+    from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 
     manifest = {
         "apiVersion": "v1",

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from flytekitplugins.kubejobs.backend.podsecurity import pod_security_violations
 from flytekitplugins.kubejobs.connector import SUPPORTED
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 from flytekitplugins.kubejobs.wire.kinds import KINDS
 from packaging.utils import canonicalize_name
 
@@ -145,7 +145,7 @@ def test_propeller_routes_the_four_task_types_to_the_connector_in_both_setups() 
 
 
 def test_propeller_waits_for_create_longer_than_the_connector_may_take() -> None:
-    from flytekitplugins.kubejobs.backend.config import parse_go_duration
+    from flytekitplugins.kubejobs.backend.plugins_config import parse_go_duration
 
     settings = _settings()
     for name in ("propeller-config.yaml", "propeller-config-tls.yaml"):

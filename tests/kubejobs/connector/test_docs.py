@@ -11,7 +11,7 @@ MODULES = [
     "flytekitplugins.kubejobs.connector",
     "flytekitplugins.kubejobs.connector.cache",
     "flytekitplugins.kubejobs.connector.client",
-    "flytekitplugins.kubejobs.connector.config",
+    "flytekitplugins.kubejobs.connector.settings",
     "flytekitplugins.kubejobs.connector.connector",
     "flytekitplugins.kubejobs.connector.ownership",
     "flytekitplugins.kubejobs.connector.errors",

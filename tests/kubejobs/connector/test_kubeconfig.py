@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 from flytekitplugins.kubejobs.connector.client import KubeClient
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.kubeconfig import KubeconfigError, client_configuration
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 
 
 def _kubeconfig(path: Path, server: str, context: str = "main", extra: tuple[str, str] | None = None) -> Path:

@@ -10,8 +10,8 @@ import pytest
 from fakeapi import FakeApiServer
 from flytekit.extend.backend.base_connector import ConnectorRegistry
 from flytekit.models.task import TaskTemplate
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.runtime import configure, shutdown
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 
 
 def _host_root_task(kit: Any) -> TaskTemplate:

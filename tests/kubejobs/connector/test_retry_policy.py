@@ -7,7 +7,6 @@ policy against a real API server behind the fault proxy is in ``tests/e2e/test_a
 from __future__ import annotations
 
 import pytest
-from flytekitplugins.kubejobs.connector.config import ConnectorSettings
 from flytekitplugins.kubejobs.connector.errors import (
     ApiRejected,
     ApiUnavailable,
@@ -20,6 +19,7 @@ from flytekitplugins.kubejobs.connector.errors import (
     grpc_status,
 )
 from flytekitplugins.kubejobs.connector.retry import RetryPolicy
+from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 
 UNAVAILABLE = ApiUnavailable(503, "ServiceUnavailable")
 

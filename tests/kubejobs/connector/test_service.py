@@ -99,7 +99,7 @@ def _unreachable_settings(tmp_path: Any, **overrides: Any) -> Any:
     import socket
 
     from flytekitplugins.kubejobs.backend import BackendConfig
-    from flytekitplugins.kubejobs.connector.config import ConnectorSettings
+    from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 
     with socket.socket() as probe:  # a port nothing listens on: every connection is refused
         probe.bind(("127.0.0.1", 0))

@@ -235,4 +235,4 @@ def test_built_wheels_hold_no_crd_schema(package: str, tmp_path: Path) -> None:
         names = archive.namelist()
         data = [n for n in names if ".dist-info/" not in n and not n.endswith((".py", "py.typed"))]
         assert data == [], f"{wheel.name} ships data files: {data}"
-        assert any(n.endswith("/schema/schemaset.py") or n.endswith("/raycluster/config.py") for n in names)
+        assert any(n.endswith("/schema/schemaset.py") or n.endswith("/raycluster/task_configs.py") for n in names)

@@ -14,7 +14,6 @@ config. One ``RunPolicy``/``RestartPolicy``/``CleanPodPolicy``/``Worker`` serves
 from flytekitplugins.kubejobs.compute import ComputeTemplate
 from flytekitplugins.kubejobs.policies import CleanPodPolicy, KueueQueue, RestartPolicy, RunPolicy, SchedulingPolicy
 
-from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 from .roles import PS, Chief, Evaluator, Launcher, Master, Worker
 from .task import (
     ElasticFunctionTask,
@@ -23,6 +22,7 @@ from .task import (
     PyTorchFunctionTask,
     TensorflowFunctionTask,
 )
+from .task_configs import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 
 __all__ = [
     "PyTorch",

@@ -24,7 +24,7 @@ from flytekitplugins.kubejobs.roles import ReplicaRole
 from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
 from google.protobuf.json_format import MessageToDict
 
-from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
+from .task_configs import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 
 __all__ = [
     "RDZV_BACKEND",

@@ -22,8 +22,8 @@ from flytekitplugins.kubejobs.policies import CleanPodPolicy, RestartPolicy, Run
 from flytekitplugins.kubejobs.resources import check_task_resources
 from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
 
-from .config import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 from .roles import PS, Chief, Evaluator, Launcher, Master, Worker
+from .task_configs import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
 
 __all__ = [
     "PyTorchFunctionTask",

@@ -15,8 +15,8 @@ Importing this package does not import ray, kubernetes or jsonschema.
 
 from flytekitplugins.kubejobs.compute import ComputeTemplate
 
-from .config import AutoscalerOptionsConfig, HeadNodeConfig, RayJobConfig, UpscalingMode, WorkerNodeConfig
 from .task import RayFunctionTask
+from .task_configs import AutoscalerOptionsConfig, HeadNodeConfig, RayJobConfig, UpscalingMode, WorkerNodeConfig
 
 __all__ = [
     "AutoscalerOptionsConfig",

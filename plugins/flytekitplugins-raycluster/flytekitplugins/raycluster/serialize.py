@@ -20,7 +20,7 @@ from flyteidl.plugins import ray_pb2
 from flytekitplugins.kubejobs.resources import resources_to_k8s
 from google.protobuf import json_format
 
-from .config import AutoscalerOptionsConfig, RayJobConfig
+from .task_configs import AutoscalerOptionsConfig, RayJobConfig
 
 __all__ = ["k8s_pod_to_idl", "ray_job_proto", "ray_job_custom"]
 

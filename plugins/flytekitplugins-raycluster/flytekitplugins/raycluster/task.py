@@ -15,7 +15,7 @@ from flytekit.core.python_function_task import PythonFunctionTask
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kubejobs.resources import check_task_resources
 
-from .config import AutoscalerOptionsConfig, HeadNodeConfig, RayJobConfig, WorkerNodeConfig
+from .task_configs import AutoscalerOptionsConfig, HeadNodeConfig, RayJobConfig, WorkerNodeConfig
 
 # The configs too, as flytekitplugins-ray's ``task`` module exports them (``from ....ray.task import ...``).
 __all__ = [

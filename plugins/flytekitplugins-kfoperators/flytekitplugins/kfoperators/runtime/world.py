@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
-from ..config import FULL, LOCAL_WORLD_ENV, LocalWorldSetting, check_local_world
+from ..task_configs import FULL, LOCAL_WORLD_ENV, LocalWorldSetting, check_local_world
 from .errors import LocalWorldError, RecoverableLocalWorldError
 
 __all__ = [

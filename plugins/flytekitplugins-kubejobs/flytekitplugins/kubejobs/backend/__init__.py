@@ -27,10 +27,10 @@ from typing import Any, Optional
 from ..wire.kinds import KINDS
 from . import kubeflow, ray  # noqa: F401  # their builders register themselves
 from .builders import BuildContext, spec_builder
-from .config import BackendConfig
 from .errors import BuildError
 from .kueue import apply_queue, task_queue
 from .naming import execution_name_parts, object_name
+from .plugins_config import BackendConfig
 from .status import Phase, PhaseInfo, task_phase
 
 __all__ = ["BackendConfig", "BuildError", "Phase", "PhaseInfo", "build_object", "object_name_for", "task_phase"]

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..wire.kinds import KINDS, JobKind
-from .config import BackendConfig
 from .errors import BuildError
+from .plugins_config import BackendConfig
 
 __all__ = ["BuildContext", "BuiltSpec", "SpecBuilder", "builds", "registered_task_types", "spec_builder"]
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..wire.template import substitute
-from .config import BackendConfig, K8sConfig
 from .decode import struct_dict
 from .errors import BuildError
 from .merge import merge_base_pod_template
+from .plugins_config import BackendConfig, K8sConfig
 from .resources import K8sResources, apply_platform_defaults, idl_to_k8s, merge_resources
 
 __all__ = [

@@ -12,11 +12,11 @@ from typing import Any
 from flyteidl.plugins import ray_pb2
 
 from .builders import BuildContext, BuiltSpec, builds
-from .config import BackendConfig, RayConfig
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import parse_extension
 from .merge import merge_overlay_pod_spec
+from .plugins_config import BackendConfig, RayConfig
 from .pods import (
     BasePod,
     add_extended_resource_tolerations,

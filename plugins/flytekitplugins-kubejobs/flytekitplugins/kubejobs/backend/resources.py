@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ..wire.quantity import is_integer_resource, parse_quantity
-from .config import K8sConfig
 from .errors import BuildError
+from .plugins_config import K8sConfig
 
 __all__ = ["K8sResources", "idl_to_k8s", "merge_resources", "apply_platform_defaults", "is_zero"]
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
     from flyteidl.core.execution_pb2 import TaskLog
 
-    from .config import BackendConfig
+    from .plugins_config import BackendConfig
 
 __all__ = ["MAX_LINKED_PODS_PER_ROLE", "PERMANENT_RAY_REASONS", "ErrorKind", "Phase", "PhaseInfo", "task_phase"]
 
@@ -188,7 +188,7 @@ def task_phase(
     Raises ``ValueError`` for an object that is not a supported kind or is malformed.
     """
     if config is None:
-        from .config import BackendConfig
+        from .plugins_config import BackendConfig
 
         config = BackendConfig()
     if now is None:

@@ -21,13 +21,13 @@ from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2
 
 from ..wire.kinds import KINDS, TRAINJOB
 from .builders import BuildContext
-from .config import BackendConfig
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import parse_extension
 from .kubeflow import _replica_spec, _role_settings  # the v1 role pod, reused as is
 from .kueue import apply_queue, task_queue
 from .naming import execution_name_parts, object_name
+from .plugins_config import BackendConfig
 from .trainjob_config import TRAINER_GROUP, TrainJobConfig
 
 __all__ = ["API_VERSION", "KIND", "MAX_NAME_LENGTH", "TRAINER_PORT", "build_trainjob"]

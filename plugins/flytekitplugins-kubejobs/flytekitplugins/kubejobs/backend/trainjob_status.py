@@ -24,7 +24,7 @@ from .status import ErrorKind, Phase, PhaseInfo, _current_condition, _mapping, _
 if TYPE_CHECKING:
     from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
 
-    from .config import BackendConfig
+    from .plugins_config import BackendConfig
 
 __all__ = ["PERMANENT_TRAINJOB_REASONS", "trainjob_phase", "trainjob_pod_selector"]
 
@@ -120,7 +120,7 @@ def trainjob_phase(
     Raises ``ValueError`` for a malformed object.
     """
     if config is None:
-        from .config import BackendConfig
+        from .plugins_config import BackendConfig
 
         config = BackendConfig()
     now = now or datetime.now(timezone.utc)

@@ -31,7 +31,7 @@ from .retry import RetryPolicy
 
 if TYPE_CHECKING:
     from ..wire.kinds import JobKind
-    from .config import ConnectorSettings
+    from .settings import ConnectorSettings
 
 __all__ = ["ApiError", "KubeClient"]
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from .config import ConnectorSettings
     from .errors import ConnectorError
+    from .settings import ConnectorSettings
 
 __all__ = ["RetryPolicy"]
 

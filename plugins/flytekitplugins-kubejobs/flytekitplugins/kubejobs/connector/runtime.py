@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from ..wire.kinds import JobKind
     from .cache import JobCache
     from .client import KubeClient
-    from .config import ConnectorSettings
     from .ownership import Ownership
+    from .settings import ConnectorSettings
 
 __all__ = ["MANAGED_BY", "MANAGED_BY_LABEL", "Runtime", "configure", "runtime", "shutdown"]
 
@@ -125,7 +125,7 @@ def runtime() -> Runtime:
     grpc_codes.install()  # every connector call comes here: our errors keep their gRPC codes in flytekit's service
     with _lock:
         if _current is None:
-            from .config import ConnectorSettings
+            from .settings import ConnectorSettings
 
             _current = Runtime(ConnectorSettings.from_env())
         return _current

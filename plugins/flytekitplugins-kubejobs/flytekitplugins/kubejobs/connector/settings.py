@@ -58,7 +58,7 @@ _DURATIONS = {
 
 
 def _duration(name: str, value: object) -> float:
-    from ..backend.config import parse_go_duration
+    from ..backend.plugins_config import parse_go_duration
 
     seconds = parse_go_duration(name, value)
     if seconds <= 0:

@@ -31,7 +31,7 @@ from flyteidl.admin.agent_pb2 import (
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata as PbMeta
 from flyteidl.core.execution_pb2 import TaskExecution
 from flyteidl.core.tasks_pb2 import TaskTemplate
-from flyteidl.service.agent_pb2_grpc import AsyncAgentServiceStub, add_AsyncAgentServiceServicer_to_server
+from flyteidl.service.agent_pb2_grpc import AsyncAgentServiceStub
 from flytekit import task
 from flytekit.configuration import ImageConfig, SerializationSettings
 from flytekit.extend.backend.base_connector import ConnectorRegistry
@@ -54,6 +54,7 @@ from flytekitplugins.kubejobs.connector.runtime import (
 )
 from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
 
+from .connector_kit import connector_service
 from .controlplane import wait_for
 
 pytestmark = pytest.mark.slow
@@ -185,17 +186,8 @@ def runtime(cluster: dict[str, Any], namespace: str, key_file: Path) -> Iterator
 @asynccontextmanager
 async def serving() -> AsyncIterator[AsyncAgentServiceStub]:
     """flytekit's connector service on a loopback port, and a stub calling it as propeller does."""
-    from flytekit.extend.backend.connector_service import AsyncConnectorService
-
-    server = grpc.aio.server()
-    add_AsyncAgentServiceServicer_to_server(AsyncConnectorService(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield AsyncAgentServiceStub(channel)
-    finally:
-        await server.stop(None)
+    async with connector_service() as channel:
+        yield AsyncAgentServiceStub(channel)
 
 
 async def create(stub: AsyncAgentServiceStub, meta: PbMeta) -> CreateTaskResponse:

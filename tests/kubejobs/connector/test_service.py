@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 import pytest
+from e2e.connector_kit import connector_service
 from fakeapi import FakeApiServer
 from flyteidl.admin.agent_pb2 import (
     CreateTaskRequest,
@@ -125,17 +126,8 @@ def _unreachable_settings(tmp_path: Any, **overrides: Any) -> Any:
 @contextlib.asynccontextmanager
 async def _service() -> AsyncIterator[AsyncAgentServiceStub]:
     """flytekit's ``AsyncConnectorService`` on a loopback port, and a stub calling it."""
-    from flytekit.extend.backend.connector_service import AsyncConnectorService
-
-    grpc_server = grpc.aio.server()
-    add_AsyncAgentServiceServicer_to_server(AsyncConnectorService(), grpc_server)
-    grpc_port = grpc_server.add_insecure_port("127.0.0.1:0")
-    await grpc_server.start()
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-            yield AsyncAgentServiceStub(channel)
-    finally:
-        await grpc_server.stop(None)
+    async with connector_service() as channel:
+        yield AsyncAgentServiceStub(channel)
 
 
 @pytest.mark.parametrize(

@@ -165,8 +165,18 @@ def _local_failure(error: Any) -> Exception:
     cause = details.get("summary") or f"exited with code {failure.exitcode} without reporting an error"
     where = f"\n  at {details['where']}" if details.get("where") else ""
     message = f"local Elastic world: rank {rank} failed: {cause}{where}"
-    kind = RecoverableLocalWorldError if details.get("recoverable") else LocalWorldError
-    return kind(message, role="rank", index=rank, exit_code=failure.exitcode, stderr_tail=failure.message or "")
+    fields: dict[str, Any] = {
+        "role": "rank",
+        "index": rank,
+        "exit_code": failure.exitcode,
+        "stderr_tail": failure.message or "",
+        "timestamp": failure.timestamp,
+    }
+    if details.get("recoverable"):
+        return RecoverableLocalWorldError(message, **fields)
+    # as the official plugin raises a failed worker's error (callers catch FlyteUserRuntimeException)
+    failed: Exception = FlyteUserRuntimeException(LocalWorldError(message, **fields), timestamp=failure.timestamp)
+    return failed
 
 
 def _pod_failure(error: Any) -> Exception:

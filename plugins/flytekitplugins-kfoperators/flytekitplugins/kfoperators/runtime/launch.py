@@ -223,6 +223,7 @@ def _failure(
     where = f"\n  at {outcome[6]}" if outcome and len(outcome) > 6 and outcome[6] else ""
     message = f"local {plan.kind} world: {role} {index} ({name}{rank}) failed: {cause}{where}"
     kwargs: dict[str, Any] = {"role": role, "index": index, "exit_code": code, "stderr_tail": tail}
+    kwargs["timestamp"] = float(outcome[5]) if outcome else None  # when the member raised (time.time())
     error: Exception
     if outcome and outcome[4]:
         error = RecoverableLocalWorldError(message, **kwargs)

@@ -153,3 +153,16 @@ def test_rayjob_whose_submission_fails_is_a_permanent_failure(k8s: Any, namespac
     assert statuses[-1]["jobDeploymentStatus"] == "Failed" and statuses[-1]["reason"] == "SubmissionFailed", trail
     assert phases[-1] == Phase.PERMANENT_FAILURE, (trail, phases)
     assert Phase.INITIALIZING in phases, (trail, phases)
+
+
+def test_rayjob_past_its_active_deadline_is_a_permanent_failure(k8s: Any, namespace: str) -> None:
+    # The other outcome KubeRay decides without the dashboard: activeDeadlineSeconds (a RayJob field the IDL
+    # cannot carry; set here on the built object) ends a RayJob whose pods keep running with DeadlineExceeded.
+    obj = built(ray_config(), namespace, "ray-deadline", "")
+    obj["spec"]["activeDeadlineSeconds"] = 5
+    statuses, phases = watch_until_terminal(k8s, obj, timeout=180)
+    trail = [(s.get("jobDeploymentStatus"), s.get("reason")) for s in statuses]
+    print(json.dumps({"job": "RayJob", "outcome": "deadline", "statuses": trail}))
+    assert statuses[-1]["jobDeploymentStatus"] == "Failed" and statuses[-1]["reason"] == "DeadlineExceeded", trail
+    assert phases[-1] == Phase.PERMANENT_FAILURE, (trail, phases)
+    assert "[DeadlineExceeded]" in task_phase({**obj, "status": statuses[-1]}).message, trail

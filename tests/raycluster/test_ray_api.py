@@ -12,7 +12,7 @@ import flytekitplugins.raycluster as ours
 import pytest
 
 CLASSES = ["RayJobConfig", "HeadNodeConfig", "WorkerNodeConfig", "AutoscalerOptionsConfig"]
-MODULES = ["", ".config", ".pods", ".runtime_env", ".serialize", ".local", ".task"]
+MODULES = ["", ".task_configs", ".pods", ".runtime_env", ".serialize", ".local", ".task"]
 
 
 def _signature(cls: type) -> list[tuple[str, object]]:

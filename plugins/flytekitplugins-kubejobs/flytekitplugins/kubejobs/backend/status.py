@@ -18,8 +18,9 @@ README's "Status mapping" section lists a deliberate deviation. Malformed object
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, cast
 
@@ -81,6 +82,8 @@ class PhaseInfo:
     logs: tuple[LogLink, ...] = ()
     start_time: datetime | None = None
     finish_time: datetime | None = None
+    #: Facts a user needs beyond the phase (RayJob: the head service and its ports), for ``custom_info``.
+    custom_info: Mapping[str, str] = field(default_factory=dict)
 
     def to_task_logs(self) -> list[TaskLog]:
         """The links as ``flyteidl.core.TaskLog`` messages, in order."""
@@ -353,7 +356,9 @@ def _ray_phase(
     started = _time(f"{path}.startTime", status.get("startTime"))
     finished = _time(f"{path}.endTime", status.get("endTime"))
 
+    head = _ray_head(path, status, dashboard if deployment in _RAY_CLUSTER_UP else "")
     extra = {"rayJobID": _string(f"{path}.jobId", status.get("jobId")), "rayClusterName": cluster}
+    extra |= {"rayHeadServiceName": head.get("headServiceName", ""), "rayDashboardURL": head.get("dashboardURL", "")}
     log_input = LogInput(
         pod_name=f"{cluster}-head" if cluster else "",
         namespace=job.namespace or (metadata.namespace if metadata is not None else ""),
@@ -365,15 +370,16 @@ def _ray_phase(
     )
     ray_logs = config.ray.logs if config.ray.logs is not None else LogConfig.empty()
     logs = render_links(ray_logs, log_input, task_config=task_config)
-    if config.ray.dashboard_url_template is not None and dashboard and job_status == "RUNNING":
-        plugin = TemplateLogPlugin.from_flyte_config(
-            config.ray.dashboard_url_template, field_name="plugins.ray.dashboardURLTemplate"
-        )
+    if "dashboardURL" in head:
+        template = config.ray.dashboard_url_template or _DEFAULT_RAY_DASHBOARD
+        plugin = TemplateLogPlugin.from_flyte_config(template, field_name="plugins.ray.dashboardURLTemplate")
         dashboard_only = LogConfig(kubernetes_enabled=False, kubernetes_template_uri="", templates=(plugin,))
         logs += render_links(dashboard_only, log_input)
+    custom = {"rayJobID": extra["rayJobID"], "rayClusterName": cluster, **head}
+    custom_info = {key: value for key, value in custom.items() if value}
 
     def info(phase: Phase, why: str = "", text: str = "", code: str = "", kind: ErrorKind | None = None) -> PhaseInfo:
-        return PhaseInfo(phase, why, text, code, kind, logs, started, finished)
+        return PhaseInfo(phase, why, text, code, kind, logs, started, finished, custom_info)
 
     failure = f"Failed to run Ray job {job.name} with error: [{reason}] {message}"
     if deployment == "":
@@ -409,6 +415,42 @@ def _ray_phase(
         f"unknown job deployment status: {deployment}",
         message,
     )
+
+
+#: ``jobDeploymentStatus`` values in which the RayJob's cluster is up (KubeRay sets ``dashboardURL`` once it
+#: is ready and keeps it after the job ends, when the cluster may already be deleted).
+_RAY_CLUSTER_UP = frozenset({"Initializing", "Running", "Waiting"})
+
+#: The dashboard link when ``plugins.ray.dashboardURLTemplate`` is not set: the in-cluster address KubeRay
+#: reports (reachable from inside the cluster, or through a proxy a platform puts in front of it).
+_DEFAULT_RAY_DASHBOARD = {"displayName": "Ray Dashboard", "templateUris": ["http://{{ .rayDashboardURL }}"]}
+
+#: ``status.rayClusterStatus.endpoints`` names (the head service's port names KubeRay sets) -> custom_info key.
+_RAY_ENDPOINTS = {"client": "clientPort", "dashboard": "dashboardPort", "gcs-server": "gcsPort"}
+
+#: What KubeRay writes in ``dashboardURL``: ``<service>.<namespace>.svc.<domain>:<port>``, no scheme. Anything
+#: else (a status patched by hand) is left out, so a link never carries a scheme or path from the status.
+_HOST_PORT = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?:[0-9]{1,5}")
+
+
+def _ray_head(path: str, status: Mapping[str, Any], dashboard: str) -> dict[str, str]:
+    """The head service and pod, their ports and the dashboard address, from what KubeRay copies into the
+    RayJob (``status.rayClusterStatus.head``/``.endpoints``, ``status.dashboardURL``); empty values left out."""
+    cluster_path = f"{path}.rayClusterStatus"
+    cluster_status = _mapping(cluster_path, status.get("rayClusterStatus"))
+    head = _mapping(f"{cluster_path}.head", cluster_status.get("head"))
+    endpoints = _mapping(f"{cluster_path}.endpoints", cluster_status.get("endpoints"))
+    out = {
+        f"head{field_name[0].upper()}{field_name[1:]}": _string(
+            f"{cluster_path}.head.{field_name}", head.get(field_name)
+        )
+        for field_name in ("serviceName", "serviceIP", "podName", "podIP")
+    }
+    for port_name, key in _RAY_ENDPOINTS.items():
+        out[key] = _string(f"{cluster_path}.endpoints.{port_name}", endpoints.get(port_name))
+    if _HOST_PORT.fullmatch(dashboard):
+        out["dashboardURL"] = dashboard
+    return {key: value for key, value in out.items() if value}
 
 
 #: One mapping per ``StatusStyle`` (the kinds table says which a kind uses).

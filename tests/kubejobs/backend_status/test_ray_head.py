@@ -29,9 +29,10 @@ READY_CLUSTER: dict[str, Any] = {
         "serviceName": SERVICE,
     },
 }
-#: Before the head pod is scheduled: the service exists, the pod has no IP yet.
+#: Before the head pod is scheduled: the service exists, the pod has no IP yet. The port names are the ones
+#: the backend gives the head container (as Flyte's Go plugin), which KubeRay's service then carries.
 CREATING_CLUSTER: dict[str, Any] = {
-    "endpoints": {"client": "10001", "dashboard": "8265", "gcs-server": "6379"},
+    "endpoints": {"head": "10001", "dashboard": "8265", "redis": "6379", "metrics": "8080"},
     "head": {"serviceIP": "10.96.0.42", "serviceName": SERVICE},
 }
 HEAD_FACTS = {"headServiceName": SERVICE, "clientPort": "10001", "dashboardPort": "8265", "gcsPort": "6379"}
@@ -160,6 +161,19 @@ def test_templates_can_name_the_head_service(ray_job: Callable[..., dict[str, An
     # Before KubeRay reports the service the placeholder stays as written, as every empty variable does.
     queued = task_phase(ray_job(None, None, cluster=None, dashboard=None), config, now=now)
     assert [link.uri for link in queued.logs] == ["https://proxy/{{ .rayHeadServiceName }}/ns"]
+
+
+def test_node_port_service_reports_node_ports(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
+    # The backend's default head service is a NodePort (Flyte's serviceType); KubeRay then reports the node
+    # ports in endpoints, which are named as such so nobody dials 31781 on the service IP.
+    job = ray_job(
+        cluster_status={**READY_CLUSTER, "endpoints": {"head": "31781", "dashboard": "31849", "redis": "32540"}}
+    )
+    job["spec"]["rayClusterSpec"]["headGroupSpec"]["serviceType"] = "NodePort"
+    info = dict(task_phase(job, now=now).custom_info)
+    ports = {key: value for key, value in info.items() if key.endswith("Port")}
+    assert ports == {"clientNodePort": "31781", "dashboardNodePort": "31849", "gcsNodePort": "32540"}
+    assert info["dashboardURL"] == DASHBOARD_URL  # KubeRay's URL carries the service port, not the node port
 
 
 def test_malformed_head_status_names_the_field(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:

@@ -356,7 +356,7 @@ def _ray_phase(
     started = _time(f"{path}.startTime", status.get("startTime"))
     finished = _time(f"{path}.endTime", status.get("endTime"))
 
-    head = _ray_head(path, status, dashboard if deployment in _RAY_CLUSTER_UP else "")
+    head = _ray_head(job, dashboard if deployment in _RAY_CLUSTER_UP else "")
     extra = {"rayJobID": _string(f"{path}.jobId", status.get("jobId")), "rayClusterName": cluster}
     extra |= {"rayHeadServiceName": head.get("headServiceName", ""), "rayDashboardURL": head.get("dashboardURL", "")}
     log_input = LogInput(
@@ -425,17 +425,29 @@ _RAY_CLUSTER_UP = frozenset({"Initializing", "Running", "Waiting"})
 #: reports (reachable from inside the cluster, or through a proxy a platform puts in front of it).
 _DEFAULT_RAY_DASHBOARD = {"displayName": "Ray Dashboard", "templateUris": ["http://{{ .rayDashboardURL }}"]}
 
-#: ``status.rayClusterStatus.endpoints`` names (the head service's port names KubeRay sets) -> custom_info key.
-_RAY_ENDPOINTS = {"client": "clientPort", "dashboard": "dashboardPort", "gcs-server": "gcsPort"}
+#: custom_info key stem -> ``status.rayClusterStatus.endpoints`` names, first found wins. KubeRay names the head
+#: service's ports after the head container's: its defaults (``client``, ``gcs-server``) when the container
+#: has none, else the container's, which ``backend/ray.py`` names as Flyte's Go plugin does (``head``, ``redis``).
+_RAY_ENDPOINTS = {"client": ("client", "head"), "dashboard": ("dashboard",), "gcs": ("gcs-server", "redis")}
+
+#: Head service types whose ports get a node port; KubeRay then reports the node port, not the target port.
+_NODE_PORT_SERVICES = frozenset({"NodePort", "LoadBalancer"})
 
 #: What KubeRay writes in ``dashboardURL``: ``<service>.<namespace>.svc.<domain>:<port>``, no scheme. Anything
 #: else (a status patched by hand) is left out, so a link never carries a scheme or path from the status.
 _HOST_PORT = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?:[0-9]{1,5}")
 
 
-def _ray_head(path: str, status: Mapping[str, Any], dashboard: str) -> dict[str, str]:
+def _ray_head(job: _Obj, dashboard: str) -> dict[str, str]:
     """The head service and pod, their ports and the dashboard address, from what KubeRay copies into the
-    RayJob (``status.rayClusterStatus.head``/``.endpoints``, ``status.dashboardURL``); empty values left out."""
+    RayJob (``status.rayClusterStatus.head``/``.endpoints``, ``status.dashboardURL``); empty values left out.
+    Ports are ``<stem>NodePort`` for a NodePort or LoadBalancer head service, else ``<stem>Port``."""
+    path, status = f"{job.kind}.status", job.status
+    head_spec_path = f"{job.kind}.spec.rayClusterSpec.headGroupSpec"
+    cluster_spec = _mapping(f"{job.kind}.spec.rayClusterSpec", job.spec.get("rayClusterSpec"))
+    head_spec = _mapping(head_spec_path, cluster_spec.get("headGroupSpec"))
+    service_type = _string(f"{head_spec_path}.serviceType", head_spec.get("serviceType"))
+    suffix = "NodePort" if service_type in _NODE_PORT_SERVICES else "Port"
     cluster_path = f"{path}.rayClusterStatus"
     cluster_status = _mapping(cluster_path, status.get("rayClusterStatus"))
     head = _mapping(f"{cluster_path}.head", cluster_status.get("head"))
@@ -446,8 +458,9 @@ def _ray_head(path: str, status: Mapping[str, Any], dashboard: str) -> dict[str,
         )
         for field_name in ("serviceName", "serviceIP", "podName", "podIP")
     }
-    for port_name, key in _RAY_ENDPOINTS.items():
-        out[key] = _string(f"{cluster_path}.endpoints.{port_name}", endpoints.get(port_name))
+    for stem, port_names in _RAY_ENDPOINTS.items():
+        ports = (_string(f"{cluster_path}.endpoints.{name}", endpoints.get(name)) for name in port_names)
+        out[stem + suffix] = next((port for port in ports if port), "")
     if _HOST_PORT.fullmatch(dashboard):
         out["dashboardURL"] = dashboard
     return {key: value for key, value in out.items() if value}

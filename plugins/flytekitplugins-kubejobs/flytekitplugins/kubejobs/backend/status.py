@@ -2,8 +2,9 @@
 
 ``task_phase`` is pure: it reads the object's ``metadata``, ``spec`` and ``status`` and a clock (``now``),
 and returns a ``PhaseInfo`` (phase, reason, message, error code and kind, log links, start and finish
-times). It follows Flyte's Go plugins (``kfoperators/common`` and ``k8s/ray``) except where the package
-README's "Status mapping" section lists a deliberate deviation. Malformed objects raise ``ValueError``.
+times, and for a RayJob its head service endpoint as custom info). It follows Flyte's Go plugins
+(``kfoperators/common`` and ``k8s/ray``) except where the package README's "Status mapping" section lists a
+deliberate deviation. Malformed objects raise ``ValueError``.
 
 >>> from datetime import datetime, timezone
 >>> job = {"kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "ns",
@@ -425,6 +426,14 @@ _RAY_CLUSTER_UP = frozenset({"Initializing", "Running", "Waiting"})
 #: reports (reachable from inside the cluster, or through a proxy a platform puts in front of it).
 _DEFAULT_RAY_DASHBOARD = {"displayName": "Ray Dashboard", "templateUris": ["http://{{ .rayDashboardURL }}"]}
 
+#: custom_info key -> ``status.rayClusterStatus.head`` field.
+_RAY_HEAD_FIELDS = {
+    "headServiceName": "serviceName",
+    "headServiceIP": "serviceIP",
+    "headPodName": "podName",
+    "headPodIP": "podIP",
+}
+
 #: custom_info key stem -> ``status.rayClusterStatus.endpoints`` names, first found wins. KubeRay names the head
 #: service's ports after the head container's: its defaults (``client``, ``gcs-server``) when the container
 #: has none, else the container's, which ``backend/ray.py`` names as Flyte's Go plugin does (``head``, ``redis``).
@@ -453,10 +462,8 @@ def _ray_head(job: _Obj, dashboard: str) -> dict[str, str]:
     head = _mapping(f"{cluster_path}.head", cluster_status.get("head"))
     endpoints = _mapping(f"{cluster_path}.endpoints", cluster_status.get("endpoints"))
     out = {
-        f"head{field_name[0].upper()}{field_name[1:]}": _string(
-            f"{cluster_path}.head.{field_name}", head.get(field_name)
-        )
-        for field_name in ("serviceName", "serviceIP", "podName", "podIP")
+        key: _string(f"{cluster_path}.head.{field_name}", head.get(field_name))
+        for key, field_name in _RAY_HEAD_FIELDS.items()
     }
     for stem, port_names in _RAY_ENDPOINTS.items():
         ports = (_string(f"{cluster_path}.endpoints.{name}", endpoints.get(name)) for name in port_names)

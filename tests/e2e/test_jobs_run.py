@@ -153,6 +153,17 @@ def test_rayjob_whose_submission_fails_is_a_permanent_failure(k8s: Any, namespac
     assert statuses[-1]["jobDeploymentStatus"] == "Failed" and statuses[-1]["reason"] == "SubmissionFailed", trail
     assert phases[-1] == Phase.PERMANENT_FAILURE, (trail, phases)
     assert Phase.INITIALIZING in phases, (trail, phases)
+    # The head endpoint KubeRay reports once the cluster is up reaches custom_info as KubeRay wrote it.
+    cluster = next(s["rayClusterName"] for s in statuses if s.get("rayClusterName"))
+    seen = [dict(task_phase({**obj, "status": s}).custom_info) for s in statuses]
+    up = next((info for info in seen if "dashboardURL" in info), None)
+    assert up is not None, (trail, seen)
+    assert up["headServiceName"] == f"{cluster}-head-svc", up
+    # The backend's head service is a NodePort (Flyte's default serviceType): KubeRay reports node ports.
+    node_ports = [up["clientNodePort"], up["dashboardNodePort"], up["gcsNodePort"]]
+    assert all(30000 <= int(port) <= 32767 for port in node_ports) and len(set(node_ports)) == 3, up
+    assert up["dashboardURL"] == f"{cluster}-head-svc.{namespace}.svc.cluster.local:8265", up
+    assert "dashboardURL" not in seen[-1] and seen[-1]["headServiceName"] == up["headServiceName"], seen[-1]
 
 
 def test_rayjob_past_its_active_deadline_is_a_permanent_failure(k8s: Any, namespace: str) -> None:

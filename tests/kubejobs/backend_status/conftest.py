@@ -107,7 +107,7 @@ def kubeflow_job(status_validator: Callable[[str, dict[str, Any]], None]) -> Cal
 
 @pytest.fixture
 def ray_job(status_validator: Callable[[str, dict[str, Any]], None]) -> Callable[..., dict[str, Any]]:
-    """``ray_job(deployment, job_status, reason=..., message=..., cluster=..., dashboard=...)``."""
+    """``ray_job(deployment, job_status, reason=..., message=..., cluster=..., dashboard=..., cluster_status=...)``."""
 
     def build(
         deployment: str | None = "Running",
@@ -123,9 +123,11 @@ def ray_job(status_validator: Callable[[str, dict[str, Any]], None]) -> Callable
         created: float = -30,
         start: float | None = -20,
         end: float | None = None,
+        cluster_status: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         status: dict[str, Any] = {}
         for key, value in (
+            ("rayClusterStatus", cluster_status),
             ("jobDeploymentStatus", deployment),
             ("jobStatus", job_status),
             ("reason", reason),

@@ -361,14 +361,18 @@ DASHBOARD = {
 }
 
 
-def test_ray_has_no_links_by_default(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
-    assert task_phase(ray_job(), now=now).logs == ()
+def test_ray_default_links_are_the_dashboard_only(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
+    # plugins.ray.logs defaults to no links (as in Go); the dashboard KubeRay reports is linked without config.
+    assert links(task_phase(ray_job(), now=now)) == [
+        ("Ray Dashboard", "http://rj-raycluster-abcde-head-svc.ns.svc.cluster.local:8265")
+    ]
+    assert task_phase(ray_job(dashboard=None), now=now).logs == ()
 
 
 def test_ray_logs_config_links_the_head_pod(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     # plugins.ray.logs starts from the Go zero value: the Kubernetes provider stays off unless enabled there.
     config = BackendConfig.from_flyte_config({"ray": {"logs": {"templates": [RAY_TEMPLATE]}}})
-    assert links(task_phase(ray_job(), config, now=now)) == [
+    assert links(task_phase(ray_job(dashboard=None), config, now=now)) == [
         ("Ray Logs", "https://logs/ns/rj-raycluster-abcde-head/ray-head?job=rj-xyz12&c=rj-raycluster-abcde")
     ]
 
@@ -385,23 +389,41 @@ def test_ray_variables_stay_literal_before_the_cluster_exists(
 
 def test_ray_global_logs_section_is_not_used(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     config = with_logs({"kubernetes-template-uri": "k/{{ .podName }}"})
-    assert task_phase(ray_job(), config, now=now).logs == ()
+    assert task_phase(ray_job(dashboard=None), config, now=now).logs == ()
 
 
 @pytest.mark.parametrize(
-    ("job_status", "dashboard", "expected"),
+    ("deployment", "job_status", "dashboard", "linked"),
     [
-        ("RUNNING", "rj-head-svc:8265", [("Ray Dashboard", "https://dash.example.com/ns/rj-raycluster-abcde")]),
-        ("PENDING", "rj-head-svc:8265", []),
-        ("SUCCEEDED", "rj-head-svc:8265", []),
-        ("RUNNING", None, []),
+        ("Running", "RUNNING", "rj-head-svc.ns.svc.cluster.local:8265", True),
+        # Deviation from Go (which needs jobStatus RUNNING): the dashboard is linked while the cluster is up,
+        # so a job still pending on a ready cluster, or an interactive one waiting, shows it too.
+        ("Initializing", None, "rj-head-svc.ns.svc.cluster.local:8265", True),
+        ("Running", "PENDING", "rj-head-svc.ns.svc.cluster.local:8265", True),
+        ("Waiting", None, "rj-head-svc.ns.svc.cluster.local:8265", True),
+        # KubeRay keeps dashboardURL after the job ends, when the cluster is (being) deleted: no dead link.
+        ("Complete", "SUCCEEDED", "rj-head-svc.ns.svc.cluster.local:8265", False),
+        ("Failed", "FAILED", "rj-head-svc.ns.svc.cluster.local:8265", False),
+        ("Retrying", None, "rj-head-svc.ns.svc.cluster.local:8265", False),
+        ("Running", "RUNNING", None, False),
+        # A status patched by hand cannot put a scheme or a path into the link.
+        ("Running", "RUNNING", "javascript:alert(1)//x:1", False),
+        ("Running", "RUNNING", "evil.example.com/phish?x=:8265", False),
     ],
 )
-def test_ray_dashboard_link_only_while_running(
-    ray_job: Callable[..., dict[str, Any]], now: datetime, job_status: str, dashboard: str | None, expected: list[Any]
+def test_ray_dashboard_link_while_the_cluster_is_up(
+    ray_job: Callable[..., dict[str, Any]],
+    now: datetime,
+    deployment: str,
+    job_status: str | None,
+    dashboard: str | None,
+    linked: bool,
 ) -> None:
     config = BackendConfig.from_flyte_config({"ray": {"dashboardURLTemplate": DASHBOARD}})
-    assert links(task_phase(ray_job("Running", job_status, dashboard=dashboard), config, now=now)) == expected
+    info = task_phase(ray_job(deployment, job_status, dashboard=dashboard), config, now=now)
+    expected = [("Ray Dashboard", "https://dash.example.com/ns/rj-raycluster-abcde")] if linked else []
+    assert links(info) == expected
+    assert info.custom_info.get("dashboardURL") == (dashboard if linked else None)
 
 
 def test_ray_dashboard_follows_the_log_links(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
@@ -415,7 +437,8 @@ def test_log_config_for_ray_can_enable_kubernetes(ray_job: Callable[..., dict[st
     config = BackendConfig.from_flyte_config(
         {"ray": {"logs": {"kubernetes-enabled": True, "kubernetes-template-uri": "k/{{ .podName }}"}}}
     )
-    assert links(task_phase(ray_job(), config, now=now)) == [("Kubernetes Logs", "k/rj-raycluster-abcde-head")]
+    info = task_phase(ray_job(dashboard=None), config, now=now)
+    assert links(info) == [("Kubernetes Logs", "k/rj-raycluster-abcde-head")]
 
 
 def test_empty_log_config_renders_nothing(kubeflow_job: Callable[..., dict[str, Any]], now: datetime) -> None:

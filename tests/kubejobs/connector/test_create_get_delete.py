@@ -233,3 +233,37 @@ def test_a_namespace_outside_the_allow_list_is_refused_before_any_request(
     finally:
         shutdown()
     assert [o["metadata"]["namespace"] for o in server.objects(G, P)] == [kit.namespace]
+
+
+def test_a_rayjobs_head_endpoint_reaches_custom_info(server: FakeApiServer, runtime: Any, kit: Any) -> None:
+    connector = ConnectorRegistry.get_connector("ray", 0)
+    service = "rj-raycluster-abcde-head-svc"
+
+    async def scenario() -> None:
+        meta = await connector.create(kit.template("ray"), "s3://b/out", None, kit.metadata("head"))
+        res = server._resource("ray.io", "rayjobs")
+        with server.store.changed:  # KubeRay's status once the cluster is up (the fake runs no operator)
+            obj = server.store._objects[(res, kit.namespace, meta.name)]
+            obj["status"] = {
+                "jobDeploymentStatus": "Running",
+                "jobStatus": "RUNNING",
+                "rayClusterName": "rj-raycluster-abcde",
+                "dashboardURL": f"{service}.{kit.namespace}.svc.cluster.local:8265",
+                "rayClusterStatus": {
+                    "head": {"serviceName": service, "serviceIP": "10.96.0.42"},
+                    "endpoints": {"head": "31781", "dashboard": "31849", "redis": "32540"},
+                },
+            }
+            server.store._bump(obj)
+            server.store._record(res, kit.namespace, "MODIFIED", obj)
+        got = await kit.get_until(connector, meta, lambda r: r.phase == TaskExecution.RUNNING)
+        custom = dict(got.custom_info)
+        assert (custom["kind"], custom["name"], custom["headServiceName"]) == ("RayJob", meta.name, service)
+        assert (custom["clientNodePort"], custom["dashboardNodePort"], custom["gcsNodePort"]) == (
+            "31781",
+            "31849",
+            "32540",
+        )
+        assert [log.name for log in got.log_links] == ["Ray Dashboard"]
+
+    asyncio.run(scenario())

@@ -2,8 +2,9 @@
 
 ``task_phase`` is pure: it reads the object's ``metadata``, ``spec`` and ``status`` and a clock (``now``),
 and returns a ``PhaseInfo`` (phase, reason, message, error code and kind, log links, start and finish
-times). It follows Flyte's Go plugins (``kfoperators/common`` and ``k8s/ray``) except where the package
-README's "Status mapping" section lists a deliberate deviation. Malformed objects raise ``ValueError``.
+times, and for a RayJob its head service endpoint as custom info). It follows Flyte's Go plugins
+(``kfoperators/common`` and ``k8s/ray``) except where the package README's "Status mapping" section lists a
+deliberate deviation. Malformed objects raise ``ValueError``.
 
 >>> from datetime import datetime, timezone
 >>> job = {"kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "ns",
@@ -18,8 +19,9 @@ README's "Status mapping" section lists a deliberate deviation. Malformed object
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, cast
 
@@ -81,6 +83,8 @@ class PhaseInfo:
     logs: tuple[LogLink, ...] = ()
     start_time: datetime | None = None
     finish_time: datetime | None = None
+    #: Facts a user needs beyond the phase (RayJob: the head service and its ports), for ``custom_info``.
+    custom_info: Mapping[str, str] = field(default_factory=dict)
 
     def to_task_logs(self) -> list[TaskLog]:
         """The links as ``flyteidl.core.TaskLog`` messages, in order."""
@@ -353,7 +357,9 @@ def _ray_phase(
     started = _time(f"{path}.startTime", status.get("startTime"))
     finished = _time(f"{path}.endTime", status.get("endTime"))
 
+    head = _ray_head(job, dashboard if deployment in _RAY_CLUSTER_UP else "")
     extra = {"rayJobID": _string(f"{path}.jobId", status.get("jobId")), "rayClusterName": cluster}
+    extra |= {"rayHeadServiceName": head.get("headServiceName", ""), "rayDashboardURL": head.get("dashboardURL", "")}
     log_input = LogInput(
         pod_name=f"{cluster}-head" if cluster else "",
         namespace=job.namespace or (metadata.namespace if metadata is not None else ""),
@@ -365,15 +371,16 @@ def _ray_phase(
     )
     ray_logs = config.ray.logs if config.ray.logs is not None else LogConfig.empty()
     logs = render_links(ray_logs, log_input, task_config=task_config)
-    if config.ray.dashboard_url_template is not None and dashboard and job_status == "RUNNING":
-        plugin = TemplateLogPlugin.from_flyte_config(
-            config.ray.dashboard_url_template, field_name="plugins.ray.dashboardURLTemplate"
-        )
+    if "dashboardURL" in head:
+        template = config.ray.dashboard_url_template or _DEFAULT_RAY_DASHBOARD
+        plugin = TemplateLogPlugin.from_flyte_config(template, field_name="plugins.ray.dashboardURLTemplate")
         dashboard_only = LogConfig(kubernetes_enabled=False, kubernetes_template_uri="", templates=(plugin,))
         logs += render_links(dashboard_only, log_input)
+    custom = {"rayJobID": extra["rayJobID"], "rayClusterName": cluster, **head}
+    custom_info = {key: value for key, value in custom.items() if value}
 
     def info(phase: Phase, why: str = "", text: str = "", code: str = "", kind: ErrorKind | None = None) -> PhaseInfo:
-        return PhaseInfo(phase, why, text, code, kind, logs, started, finished)
+        return PhaseInfo(phase, why, text, code, kind, logs, started, finished, custom_info)
 
     failure = f"Failed to run Ray job {job.name} with error: [{reason}] {message}"
     if deployment == "":
@@ -409,6 +416,61 @@ def _ray_phase(
         f"unknown job deployment status: {deployment}",
         message,
     )
+
+
+#: ``jobDeploymentStatus`` values in which the RayJob's cluster is up (KubeRay sets ``dashboardURL`` once it
+#: is ready and keeps it after the job ends, when the cluster may already be deleted).
+_RAY_CLUSTER_UP = frozenset({"Initializing", "Running", "Waiting"})
+
+#: The dashboard link when ``plugins.ray.dashboardURLTemplate`` is not set: the in-cluster address KubeRay
+#: reports (reachable from inside the cluster, or through a proxy a platform puts in front of it).
+_DEFAULT_RAY_DASHBOARD = {"displayName": "Ray Dashboard", "templateUris": ["http://{{ .rayDashboardURL }}"]}
+
+#: custom_info key -> ``status.rayClusterStatus.head`` field.
+_RAY_HEAD_FIELDS = {
+    "headServiceName": "serviceName",
+    "headServiceIP": "serviceIP",
+    "headPodName": "podName",
+    "headPodIP": "podIP",
+}
+
+#: custom_info key stem -> ``status.rayClusterStatus.endpoints`` names, first found wins. KubeRay names the head
+#: service's ports after the head container's: its defaults (``client``, ``gcs-server``) when the container
+#: has none, else the container's, which ``backend/ray.py`` names as Flyte's Go plugin does (``head``, ``redis``).
+_RAY_ENDPOINTS = {"client": ("client", "head"), "dashboard": ("dashboard",), "gcs": ("gcs-server", "redis")}
+
+#: Head service types whose ports get a node port; KubeRay then reports the node port, not the target port.
+_NODE_PORT_SERVICES = frozenset({"NodePort", "LoadBalancer"})
+
+#: What KubeRay writes in ``dashboardURL``: ``<service>.<namespace>.svc.<domain>:<port>``, no scheme. Anything
+#: else (a status patched by hand) is left out, so a link never carries a scheme or path from the status.
+_HOST_PORT = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?:[0-9]{1,5}")
+
+
+def _ray_head(job: _Obj, dashboard: str) -> dict[str, str]:
+    """The head service and pod, their ports and the dashboard address, from what KubeRay copies into the
+    RayJob (``status.rayClusterStatus.head``/``.endpoints``, ``status.dashboardURL``); empty values left out.
+    Ports are ``<stem>NodePort`` for a NodePort or LoadBalancer head service, else ``<stem>Port``."""
+    path, status = f"{job.kind}.status", job.status
+    head_spec_path = f"{job.kind}.spec.rayClusterSpec.headGroupSpec"
+    cluster_spec = _mapping(f"{job.kind}.spec.rayClusterSpec", job.spec.get("rayClusterSpec"))
+    head_spec = _mapping(head_spec_path, cluster_spec.get("headGroupSpec"))
+    service_type = _string(f"{head_spec_path}.serviceType", head_spec.get("serviceType"))
+    suffix = "NodePort" if service_type in _NODE_PORT_SERVICES else "Port"
+    cluster_path = f"{path}.rayClusterStatus"
+    cluster_status = _mapping(cluster_path, status.get("rayClusterStatus"))
+    head = _mapping(f"{cluster_path}.head", cluster_status.get("head"))
+    endpoints = _mapping(f"{cluster_path}.endpoints", cluster_status.get("endpoints"))
+    out = {
+        key: _string(f"{cluster_path}.head.{field_name}", head.get(field_name))
+        for key, field_name in _RAY_HEAD_FIELDS.items()
+    }
+    for stem, port_names in _RAY_ENDPOINTS.items():
+        ports = (_string(f"{cluster_path}.endpoints.{name}", endpoints.get(name)) for name in port_names)
+        out[stem + suffix] = next((port for port in ports if port), "")
+    if _HOST_PORT.fullmatch(dashboard):
+        out["dashboardURL"] = dashboard
+    return {key: value for key, value in out.items() if value}
 
 
 #: One mapping per ``StatusStyle`` (the kinds table says which a kind uses).

@@ -334,7 +334,8 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         message = info.message or info.reason
         if info.code:
             message = f"[{info.code}] {message}"
-        custom: dict[str, Any] = {"kind": kind.kind, "namespace": ns, "name": name}
+        # The backend's facts first (RayJob head service, ports, dashboard); the identifying keys win over them.
+        custom: dict[str, Any] = {**info.custom_info, "kind": kind.kind, "namespace": ns, "name": name}
         if info.reason:
             custom["reason"] = info.reason
         if info.error_kind is not None:

@@ -116,3 +116,23 @@ def test_ray_times_are_start_and_end_time(ray_job: Callable[..., dict[str, Any]]
     info = task_phase(ray_job("Complete", "SUCCEEDED", start=-20, end=-2), now=now)
     assert info.start_time == datetime(2026, 11, 30, 11, 59, 40, tzinfo=timezone.utc)
     assert info.finish_time == datetime(2026, 11, 30, 11, 59, 58, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("deployment", [None, "", "Initializing"])
+def test_a_rayjob_created_suspended_is_queued_before_kuberay_marks_it_suspended(
+    ray_job: Callable[..., dict[str, Any]], now: datetime, deployment: Any
+) -> None:
+    # KubeRay 1.6 may write Initializing once before it acts on spec.suspend (seen under Kueue, no quota)
+    obj = ray_job(deployment, "")
+    obj["spec"]["suspend"] = True
+    info = task_phase(obj, now=now)
+    assert (info.phase, info.reason) == (Phase.QUEUED, "Suspended")
+    obj["spec"]["suspend"] = False  # a running job that is starting is INITIALIZING as before
+    assert task_phase(obj, now=now).phase is (Phase.INITIALIZING if deployment == "Initializing" else Phase.QUEUED)
+
+
+def test_a_non_bool_spec_suspend_is_named(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
+    obj = ray_job("Initializing", "")
+    obj["spec"]["suspend"] = "yes"
+    with pytest.raises(ValueError, match=r"RayJob\.spec\.suspend must be a bool, got 'yes'"):
+        task_phase(obj, now=now)

@@ -383,6 +383,13 @@ def _ray_phase(
         return PhaseInfo(phase, why, text, code, kind, logs, started, finished, custom_info)
 
     failure = f"Failed to run Ray job {job.name} with error: [{reason}] {message}"
+    suspend = job.spec.get("suspend")
+    if suspend is not None and not isinstance(suspend, bool):
+        raise ValueError(f"{job.kind}.spec.suspend must be a bool, got {suspend!r:.200}")
+    # KubeRay may write Initializing once before it acts on spec.suspend (seen on v1.6 under Kueue): a job
+    # created suspended waits to be resumed, it is not starting.
+    if suspend and deployment in ("", "Initializing"):
+        return info(Phase.QUEUED, "Suspended", message)
     if deployment == "":
         return info(Phase.QUEUED, "Scheduling")
     if deployment == "Initializing":

@@ -135,7 +135,7 @@ def test_trainjob_queued_by_the_backend_rule_runs_when_admitted(
             "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", run.handle.name
         )
         assert obj["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == lq, obj["metadata"]
-        wait_terminal(k8s, [run], timeout=60)  # the other TrainJobs here finish in about 10 s
+        wait_terminal(k8s, [run], timeout=30)  # the other TrainJobs here finish in 4-10 s
     print(json.dumps({"job": "TrainJob", "phases": phase_names(run), "conditions": condition_sequence(run.statuses)}))
     assert run.phase == TaskExecution.SUCCEEDED, (phase_names(run), condition_sequence(run.statuses))
     assert any("Suspended=True" in c for c in condition_sequence(run.statuses)), condition_sequence(run.statuses)

@@ -9,8 +9,8 @@ from flytekit.exceptions.user import FlyteRecoverableException
 __all__ = ["LocalWorldError", "RecoverableLocalWorldError"]
 
 
-class LocalWorldError(RuntimeError):
-    """A member of a local world failed; names its role and index, carries its stderr tail and when it raised
+class _MemberFailure(Exception):
+    """What both errors carry: the failed member's role and index, exit code, stderr tail and when it raised
     (``timestamp``, seconds since the epoch, as flytekit's exceptions have it)."""
 
     def __init__(
@@ -23,23 +23,23 @@ class LocalWorldError(RuntimeError):
         stderr_tail: str,
         timestamp: Optional[float] = None,
     ) -> None:
-        super().__init__(message)
-        self.timestamp = timestamp
+        self._init_exception(message, timestamp)
         self.role, self.index, self.exit_code, self.stderr_tail = role, index, exit_code, stderr_tail
 
+    def _init_exception(self, message: str, timestamp: Optional[float]) -> None:
+        raise NotImplementedError
 
-class RecoverableLocalWorldError(FlyteRecoverableException):  # type: ignore[misc]
+
+class LocalWorldError(_MemberFailure, RuntimeError):
+    """A member of a local world failed; names its role and index and carries its stderr tail."""
+
+    def _init_exception(self, message: str, timestamp: Optional[float]) -> None:
+        RuntimeError.__init__(self, message)
+        self.timestamp = timestamp
+
+
+class RecoverableLocalWorldError(_MemberFailure, FlyteRecoverableException):  # type: ignore[misc]
     """The failed member raised a ``FlyteRecoverableException``: the task stays retryable."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        role: str,
-        index: int,
-        exit_code: Optional[int],
-        stderr_tail: str,
-        timestamp: Optional[float] = None,
-    ) -> None:
-        super().__init__(message, timestamp=timestamp)
-        self.role, self.index, self.exit_code, self.stderr_tail = role, index, exit_code, stderr_tail
+    def _init_exception(self, message: str, timestamp: Optional[float]) -> None:
+        FlyteRecoverableException.__init__(self, message, timestamp=timestamp)

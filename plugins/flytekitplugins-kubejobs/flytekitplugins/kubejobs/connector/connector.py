@@ -24,7 +24,7 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.exceptions.system import FlyteConnectorNotFound
 from flytekit.extend.backend.base_connector import AsyncConnectorBase, ConnectorRegistry, Resource, ResourceMeta
 
-from ..wire.kinds import KINDS, TRAINJOB, TRAINJOB_TASK_TYPES, JobKind, kind_for_resource, kind_of
+from ..wire.kinds import KINDS, TRAINJOB, TRAINJOB_TASK_TYPES, JobKind, kind_of
 from .errors import ForeignObjectError, TaskRefused
 
 if TYPE_CHECKING:
@@ -101,13 +101,6 @@ class KubeJobMetadata(ResourceMeta):  # type: ignore[misc]
             task_type=kind.task_type,
             refused=_bounded(reason),
         )
-
-    @property
-    def kind(self) -> JobKind:
-        try:
-            return kind_for_resource(self.group, self.plural)
-        except KeyError:
-            raise ValueError(f"KubeJobMetadata names an unknown resource {self.plural}.{self.group}") from None
 
 
 def _bounded(text: str) -> str:

@@ -18,8 +18,8 @@ from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kubejobs.extension import warn_extension_once
-from flytekitplugins.kubejobs.policies import CleanPodPolicy, RestartPolicy, RunPolicy
 from flytekitplugins.kubejobs.k8sobjects import check_task_pod_template
+from flytekitplugins.kubejobs.policies import CleanPodPolicy, RestartPolicy, RunPolicy
 from flytekitplugins.kubejobs.resources import check_task_resources
 from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
 

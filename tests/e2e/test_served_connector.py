@@ -75,6 +75,9 @@ class Grant:
     kubeconfig: Path
     granted: str  # has deploy/rbac.yaml's RoleBinding
     foreign: str  # has none: RBAC refuses the connector there
+    token: str  # the kubeconfig's TokenRequest token (what the kubelet mounts in the connector's pod)
+    server: str
+    ca: Path
 
 
 def _create(k8s: Any, doc: dict[str, Any]) -> None:
@@ -124,7 +127,7 @@ def grant(k8s: Any, cluster: dict[str, Any], tmp_path_factory: pytest.TempPathFa
         None,
         issued.token,
     )
-    yield Grant(kubeconfig, granted, foreign)
+    yield Grant(kubeconfig, granted, foreign, issued.token, cluster["server"], Path(cluster["ca"]))
     for name in (granted, foreign):
         core.delete_namespace(name)
 
@@ -194,11 +197,36 @@ def health(served: Served, service: str = "") -> Optional[int]:
         return None
 
 
+# The kubernetes client reads a pod's service account from this fixed path. A test puts the ServiceAccount's
+# files there for the server's process only: a mount namespace of its own with a tmpfs over /run (/var/run's
+# target), so nothing changes on the machine.
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+_IN_POD = (
+    'mount -t tmpfs tmpfs "$(readlink -f /var/run)" && mkdir -p "$SA" && cp "$FILES"/* "$SA"/ && unset FILES SA'
+    ' && exec "$@"'
+)
+
+
+def can_fake_a_pod_mount() -> bool:
+    """Whether this user may make a mount namespace (root, or a system allowing unprivileged ones)."""
+    try:
+        probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
 def serve(
-    argv: list[str], grant: Grant, directory: Path, credentials: Optional[grpc.ChannelCredentials] = None
+    argv: list[str],
+    grant: Grant,
+    directory: Path,
+    credentials: Optional[grpc.ChannelCredentials] = None,
+    in_cluster: bool = False,
 ) -> Served:
     """Start ``argv`` (a server command; ``{port}``/``{metrics}`` filled in) as deployed: deploy/connector.yaml's
-    settings file, the ServiceAccount's kubeconfig, nothing else."""
+    settings file, the ServiceAccount's kubeconfig, nothing else. ``in_cluster``: no kubeconfig at all, but
+    what a pod has instead (the service account files at their fixed path, ``KUBERNETES_SERVICE_HOST``/
+    ``_PORT``), so the connector configures itself as in a pod."""
     (configmap,) = [d for d in _docs("connector.yaml") if d["kind"] == "ConfigMap"]
     settings = directory / "connector.yaml"
     settings.write_text(configmap["data"]["connector.yaml"])
@@ -216,6 +244,17 @@ def serve(
         "KUBEJOBS_CONNECTOR_NAMESPACES": f"{grant.granted},{grant.foreign}",
         "KUBEJOBS_CONNECTOR_OWNERSHIP_KEY_FILE": str(ownership_key),
     }
+    if in_cluster:
+        files = directory / "serviceaccount"
+        files.mkdir(exist_ok=True)
+        (files / "token").write_text(grant.token)
+        (files / "ca.crt").write_bytes(grant.ca.read_bytes())
+        (files / "namespace").write_text("flyte")
+        host, _, api_port = grant.server.removeprefix("https://").partition(":")
+        del env["KUBECONFIG"]
+        env.update(KUBERNETES_SERVICE_HOST=host, KUBERNETES_SERVICE_PORT=api_port, FILES=str(files))
+        env["SA"] = SERVICE_ACCOUNT_DIR
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-ec", _IN_POD, "sh", *argv]
     port, metrics = free_port(), free_port()
     log = directory / "connector.log"
     with log.open("ab") as out:
@@ -569,6 +608,32 @@ def test_the_tls_port_refuses_plaintext_and_unknown_authorities(
     assert health(plaintext) is None
     assert health(impostor) is None
     assert health(served) == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_the_connector_in_a_pod_uses_its_service_account_without_a_kubeconfig(grant: Grant, tmp_path: Path) -> None:
+    if not can_fake_a_pod_mount():
+        pytest.skip("needs a mount namespace (unshare --mount) to place the service account files; run as root")
+    argv = [str(BIN / "pyflyte"), "serve", "connector", "--port", "{port}", "--prometheus_port", "{metrics}"]
+    served = serve(argv, grant, tmp_path, in_cluster=True)
+    name, config, outcome, final, _ = CASES[0]
+    template, meta = task_request(config(), grant.foreign, "pod-foreign", outcome)
+
+    async def both() -> tuple[Run, grpc.aio.AioRpcError]:
+        async with served.channel() as channel:
+            mine = await run_task(channel, f"pod-{name}", config(), grant.granted, outcome)
+            with pytest.raises(grpc.aio.AioRpcError) as raised:
+                await AsyncAgentServiceStub(channel).CreateTask(propeller_request(template, meta), timeout=90)
+            return mine, raised.value
+
+    try:
+        mine, refused = asyncio.run(both())
+    finally:
+        served.stop()
+    # The job ran on the mounted token; where deploy/rbac.yaml grants nothing the API server refused that same
+    # token, so no other credential authorised the first.
+    assert mine.phases[-1] == final, mine
+    assert "403" in (refused.details() or ""), refused.details()
+    assert not (tmp_path / "home" / ".kube").exists()
 
 
 def test_kubejobs_serve_stops_on_sigterm(grant: Grant, tmp_path: Path) -> None:

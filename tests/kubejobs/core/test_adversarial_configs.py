@@ -255,6 +255,39 @@ CASES: list[Case] = [
         )(train),
         ("requests.mem", "'1_000'"),
     ),
+    # a task-level pod template on our task types, at decoration (flytekit passes it through unchecked)
+    (
+        "task-pod-template-selector-pytorch",
+        lambda: task(
+            pod_template=PodTemplate(pod_spec={"nodeSelector": {"pool": "a b"}}),
+            task_config=PyTorch(worker=Worker(replicas=1)),
+        )(train),
+        ("pod_template.pod_spec.nodeSelector", "'a b'"),
+    ),
+    (
+        "task-pod-template-image-ray",
+        lambda: task(
+            pod_template=PodTemplate(pod_spec=V1PodSpec(containers=[V1Container(name="primary", image="ray:2 ")])),
+            task_config=RayJobConfig(worker_node_config=[WorkerNodeConfig("w", 1)]),
+        )(train),
+        ("pod_template.pod_spec.containers[0].image", "'ray:2 '"),
+    ),
+    (
+        "task-pod-template-env-tf",
+        lambda: task(
+            pod_template=PodTemplate(pod_spec={"containers": [{"name": "primary", "env": [{"name": "A=B"}]}]}),
+            task_config=TfJob(worker=Worker(replicas=1)),
+        )(train),
+        ("pod_template.pod_spec.containers[0].env", "'A=B'"),
+    ),
+    (
+        "task-pod-template-two-volume-sources",
+        lambda: task(
+            pod_template=PodTemplate(pod_spec={"volumes": [{"name": "d", "emptyDir": {}, "hostPath": {"path": "/"}}]}),
+            task_config=MPIJob(worker=Worker(replicas=1)),
+        )(train),
+        ("pod_template.pod_spec.volumes[0]", "hostPath"),
+    ),
     *_quantity_cases(),
 ]
 

@@ -18,6 +18,7 @@ from flytekit import PythonFunctionTask
 from flytekit.configuration import SerializationSettings
 from flytekit.extend import TaskPlugins
 from flytekitplugins.kubejobs.extension import warn_extension_once
+from flytekitplugins.kubejobs.k8sobjects import check_task_pod_template
 from flytekitplugins.kubejobs.policies import CleanPodPolicy, RestartPolicy, RunPolicy
 from flytekitplugins.kubejobs.resources import check_task_resources
 from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
@@ -79,6 +80,7 @@ class _KubeflowTask(PythonFunctionTask[C]):  # type: ignore[misc]
         # task_type_version 1 selects the flyteidl.plugins.kubeflow messages in every backend.
         super().__init__(task_config, task_function, task_type_version=1, **kwargs)
         check_task_resources(self.name, self.resources.requests, self.resources.limits)
+        check_task_pod_template(self.name, self.pod_template)
 
     def _custom(self) -> Optional[dict[str, Any]]:
         raise NotImplementedError

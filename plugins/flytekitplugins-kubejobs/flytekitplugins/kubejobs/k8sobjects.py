@@ -12,7 +12,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["to_k8s_dict", "to_k8s_list", "env_to_k8s"]
+from .wire.k8ssyntax import check_pod_spec
+
+__all__ = ["check_task_pod_template", "env_to_k8s", "to_k8s_dict", "to_k8s_list"]
 
 
 def to_k8s_dict(field: str, value: object) -> dict[str, Any]:
@@ -64,3 +66,26 @@ def env_to_k8s(field: str, value: object) -> list[dict[str, Any]]:
         if not isinstance(item.get("name"), str) or not item["name"]:
             raise ValueError(f"{field}[{i}] needs a non-empty 'name', got {item!r}")
     return env
+
+
+def check_task_pod_template(task_name: str, pod_template: object) -> None:
+    """The task-level ``@task(pod_template=...)`` of one of this project's task types, checked when the task is
+    decorated by the syntax rules of a role's pod settings (flytekit passes it through unchecked, and a bad one
+    would surface only when the cluster refused the job), except that a volume may have no source (an emptyDir
+    in Kubernetes), which the official plugins accept.
+
+    >>> from flytekit import PodTemplate
+    >>> check_task_pod_template("train", PodTemplate(pod_spec={"nodeSelector": {"pool": "a b"}}))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: task 'train': pod_template.pod_spec.nodeSelector['pool'] value 'a b' is not a Kubernetes label ...
+    """
+    if pod_template is None:
+        return
+    from flytekit import PodTemplate
+
+    field = f"task {task_name!r}: pod_template"
+    if not isinstance(pod_template, PodTemplate):
+        raise TypeError(f"{field} must be a flytekit PodTemplate, got {pod_template!r}")
+    spec = to_k8s_dict(f"{field}.pod_spec", pod_template.pod_spec or {})
+    check_pod_spec(f"{field}.pod_spec", spec, sourceless_volumes=True)  # as the official plugins pass it

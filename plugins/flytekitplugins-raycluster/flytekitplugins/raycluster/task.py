@@ -13,6 +13,7 @@ from flytekit.configuration import SerializationSettings
 from flytekit.core.context_manager import ExecutionParameters, FlyteContextManager
 from flytekit.core.python_function_task import PythonFunctionTask
 from flytekit.extend import TaskPlugins
+from flytekitplugins.kubejobs.k8sobjects import check_task_pod_template
 from flytekitplugins.kubejobs.resources import check_task_resources
 
 from .task_configs import AutoscalerOptionsConfig, HeadNodeConfig, RayJobConfig, WorkerNodeConfig
@@ -40,6 +41,7 @@ class RayFunctionTask(PythonFunctionTask[RayJobConfig]):  # type: ignore[misc]
             raise TypeError(f"task_config must be a RayJobConfig, got {task_config!r}")
         super().__init__(task_config=task_config, task_type=self._RAY_TASK_TYPE, task_function=task_function, **kwargs)
         check_task_resources(self.name, self.resources.requests, self.resources.limits)
+        check_task_pod_template(self.name, self.pod_template)
 
     # .local and .serialize are imported when used: `import flytekitplugins.raycluster` stays small.
     def pre_execute(self, user_params: Optional[ExecutionParameters]) -> Optional[ExecutionParameters]:

@@ -112,8 +112,9 @@ def check_tolerations(field: str, tolerations: Sequence[Mapping[str, Any]]) -> N
             raise ValueError(f"{where}.tolerationSeconds is only allowed with effect NoExecute, got {effect!r}")
 
 
-def check_volumes(field: str, volumes: Sequence[Mapping[str, Any]]) -> None:
-    """Each volume: a DNS-1123 label name and exactly one source."""
+def check_volumes(field: str, volumes: Sequence[Mapping[str, Any]], sourceless: bool = False) -> None:
+    """Each volume: a DNS-1123 label name and exactly one source (at most one with ``sourceless``: Kubernetes
+    makes a source-less volume an emptyDir, and the official plugins pass a task-level pod template as is)."""
     for i, volume in enumerate(volumes):
         name = volume.get("name")
         if not isinstance(name, str) or len(name) > 63 or not _DNS_LABEL.match(name):
@@ -122,7 +123,7 @@ def check_volumes(field: str, volumes: Sequence[Mapping[str, Any]]) -> None:
                 " starting and ending with a letter or digit"
             )
         sources = sorted(set(volume) - {"name"})
-        if len(sources) != 1:
+        if len(sources) > 1 or (not sources and not sourceless):
             raise ValueError(f"{field}[{i}] ({name!r}) must have exactly one volume source, got {sources or 'none'}")
 
 
@@ -151,9 +152,9 @@ def _items(field: str, value: object) -> list[Mapping[str, Any]]:
     return value
 
 
-def check_pod_spec(field: str, spec: Mapping[str, Any]) -> None:
-    """The parts of a user's (camelCase) pod spec these rules cover: node selector, tolerations, volumes,
-    and each container's image, env var names and volume mounts."""
+def check_pod_spec(field: str, spec: Mapping[str, Any], sourceless_volumes: bool = False) -> None:
+    """The parts of a user's (camelCase) pod spec these rules cover: node selector, tolerations, volumes
+    (``sourceless_volumes``: see check_volumes), and each container's image, env var names and volume mounts."""
     selector = spec.get("nodeSelector")
     if selector is not None:
         if not isinstance(selector, Mapping) or not all(isinstance(x, str) for kv in selector.items() for x in kv):
@@ -162,7 +163,7 @@ def check_pod_spec(field: str, spec: Mapping[str, Any]) -> None:
     if spec.get("tolerations") is not None:
         check_tolerations(f"{field}.tolerations", _items(f"{field}.tolerations", spec["tolerations"]))
     if spec.get("volumes") is not None:
-        check_volumes(f"{field}.volumes", _items(f"{field}.volumes", spec["volumes"]))
+        check_volumes(f"{field}.volumes", _items(f"{field}.volumes", spec["volumes"]), sourceless_volumes)
     for kind in ("initContainers", "containers"):
         for i, container in enumerate(_items(f"{field}.{kind}", spec.get(kind) or [])):
             where = f"{field}.{kind}[{i}]"

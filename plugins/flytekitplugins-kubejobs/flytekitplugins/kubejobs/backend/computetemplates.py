@@ -38,10 +38,15 @@ __all__ = [
 ]
 
 
-def named_templates(custom: Mapping[str, Any]) -> frozenset[str]:
-    """The template names a task's custom names (Training Operator roles and Ray groups), for a caller that must
-    fetch them before building. Tolerant of malformed input (building refuses it with a message)."""
-    ext = custom.get(EXTENSION_KEY)
+def named_templates(template: Any) -> frozenset[str]:
+    """The compute template names a task (a ``flyteidl.core.TaskTemplate``) names on its Training Operator roles
+    and Ray groups, for a caller that must fetch the stored templates before building (only then). Tolerant of
+    malformed input: building refuses it with a message."""
+    if not template.HasField("custom"):
+        return frozenset()
+    from google.protobuf import json_format
+
+    ext = json_format.MessageToDict(template.custom).get(EXTENSION_KEY)
     if not isinstance(ext, Mapping):
         return frozenset()
     specs: list[Any] = []

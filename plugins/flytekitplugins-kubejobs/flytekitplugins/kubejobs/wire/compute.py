@@ -240,7 +240,7 @@ def _unknown_keys(where: str, keys: Iterable[str], allowed: Iterable[str]) -> No
     unknown = sorted(set(keys) - set(allowed))
     if unknown:
         raise ValueError(
-            f"{where} has unknown keys {unknown:.200}; a compute template holds only {list(STORED_KEYS)} "
+            f"{where} has unknown keys {str(unknown)[:200]}; a compute template holds only {list(STORED_KEYS)} "
             "(resources, tolerations and a node selector)"
         )
 

@@ -99,7 +99,7 @@ def grant(k8s: Any, cluster: dict[str, Any], tmp_path_factory: pytest.TempPathFa
         _create(k8s, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": enforce}})
     bindings = 0
     for doc in _docs("rbac.yaml"):
-        if doc["kind"] == "RoleBinding":
+        if doc["kind"] == "RoleBinding" and doc["roleRef"]["kind"] == "ClusterRole":  # a job namespace's
             if bindings:
                 continue  # one is enough: the others differ only in their namespace
             doc = copy.deepcopy(doc)
@@ -489,6 +489,12 @@ def test_the_service_account_token_can_do_exactly_what_rbac_yaml_grants(grant: G
         ),
         "list jobs": lambda: custom.list_namespaced_custom_object("kubeflow.org", "v1", granted, "pytorchjobs"),
         "list rayjobs": lambda: custom.list_namespaced_custom_object("ray.io", "v1", granted, "rayjobs"),
+        "list the compute template ConfigMaps of its own namespace": lambda: core.list_namespaced_config_map(
+            "flyte", label_selector="kubejobs.flyte.org/config-type=compute-template"
+        ),
+        "watch ConfigMaps in its own namespace": lambda: core.list_namespaced_config_map(
+            "flyte", watch=True, timeout_seconds=1, _preload_content=False
+        ),
     }
     refused = {
         "read pods": lambda: core.list_namespaced_pod(granted),
@@ -502,6 +508,12 @@ def test_the_service_account_token_can_do_exactly_what_rbac_yaml_grants(grant: G
             "kubeflow.org", "v1", granted, "pytorchjobs", "any", {"metadata": {"labels": {"a": "b"}}}
         ),
         "read PodTemplates": lambda: core.list_namespaced_pod_template(granted),
+        "read ConfigMaps of a job namespace": lambda: core.list_namespaced_config_map(granted),
+        "read ConfigMaps of a namespace it has no grant in": lambda: core.list_namespaced_config_map(foreign),
+        "read ConfigMaps cluster-wide": lambda: core.list_config_map_for_all_namespaces(),
+        "write a compute template (the platform's job, not the connector's)": lambda: core.create_namespaced_config_map(
+            "flyte", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="planted")), dry_run="All"
+        ),
         "create a pod": lambda: core.create_namespaced_pod(
             granted,
             client.V1Pod(

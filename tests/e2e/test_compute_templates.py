@@ -71,11 +71,9 @@ def _template(config: Any, fn: Any = train) -> TaskTemplateModel:
 
 
 def pytorch(worker_template: str, master_template: Optional[str] = None) -> TaskTemplateModel:
+    master = Master(compute_template=master_template) if master_template else Master()
     return _template(
-        PyTorch(
-            worker=Worker(replicas=1, compute_template=worker_template, requests=Resources(cpu="1")),
-            master=Master(compute_template=master_template),
-        )
+        PyTorch(worker=Worker(replicas=1, compute_template=worker_template, requests=Resources(cpu="1")), master=master)
     )
 
 
@@ -129,7 +127,7 @@ def pods_of(k8s: Any, namespace: str, selector: str, count: int) -> list[dict[st
 
     from kubernetes import client
 
-    core = client.CoreV1Api(k8s)
+    core: Any = client.CoreV1Api(k8s)
 
     def listed() -> Optional[list[dict[str, Any]]]:
         raw = core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
@@ -139,14 +137,26 @@ def pods_of(k8s: Any, namespace: str, selector: str, count: int) -> list[dict[st
     return wait_for(f"{count} pods of {selector}", listed, 90)
 
 
-def test_templates_cli_stores_lists_gets_and_deletes_configmaps(cluster: dict[str, Any], templates_namespace: str, tmp_path: Path) -> None:
+def test_templates_cli_stores_lists_gets_and_deletes_configmaps(
+    cluster: dict[str, Any], templates_namespace: str, tmp_path: Path
+) -> None:
     kubeconfig, ns = cluster["kubeconfig"], templates_namespace
     path = tmp_path / "templates.yaml"
     path.write_text(TEMPLATES_FILE)
     assert cli(kubeconfig, "templates", "create", "-f", str(path), "-n", ns)[0] == 0
     code, out, err = cli(
-        kubeconfig, "templates", "create", "fpga", "--extended-resource", "example.com/fpga=2",
-        "--toleration", "fpga=yes:NoSchedule", "--node-selector", "accel=fpga", "-n", ns,
+        kubeconfig,
+        "templates",
+        "create",
+        "fpga",
+        "--extended-resource",
+        "example.com/fpga=2",
+        "--toleration",
+        "fpga=yes:NoSchedule",
+        "--node-selector",
+        "accel=fpga",
+        "-n",
+        ns,
     )
     assert code == 0, err
     assert out == f"created: compute template 'fpga' (ConfigMap {ns}/fpga)\n"
@@ -164,7 +174,9 @@ def test_templates_cli_stores_lists_gets_and_deletes_configmaps(cluster: dict[st
     }
     code, out, _ = cli(kubeconfig, "templates", "list", "-n", ns)
     assert code == 0 and "a100x8" in out and "8 nvidia.com/gpu" in out
-    assert cli(kubeconfig, "templates", "create", "fpga", "--cpu", "1", "--replace", "-n", ns)[1].startswith("replaced:")
+    assert cli(kubeconfig, "templates", "create", "fpga", "--cpu", "1", "--replace", "-n", ns)[1].startswith(
+        "replaced:"
+    )
     assert cli(kubeconfig, "templates", "delete", "fpga", "-n", ns)[0] == 0
     code, _, err = cli(kubeconfig, "templates", "get", "fpga", "-n", ns)
     assert code == 1 and f"compute template 'fpga' does not exist in namespace {ns}" in err
@@ -241,7 +253,8 @@ def test_a_ray_task_naming_templates_gets_them_on_its_groups(
     template = _template(config, ray_main)
     job = create(template, namespace, "rayjob")
     assert not job.refused, job.refused
-    obj = client.CustomObjectsApi(k8s).get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", job.name)
+    custom: Any = client.CustomObjectsApi(k8s)
+    obj = custom.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", job.name)
     cluster_spec = obj["spec"]["rayClusterSpec"]
     head = cluster_spec["headGroupSpec"]["template"]["spec"]
     gpu = cluster_spec["workerGroupSpecs"][0]["template"]["spec"]
@@ -266,7 +279,8 @@ def test_an_unknown_name_fails_permanently_naming_the_templates_that_exist(
         "[TaskRefused] BuildError: Worker: compute template 'h100x8' does not exist in namespace "
         f"'{templates_namespace}'; existing templates: 'a100x8', 'cpu-large'"
     )
-    jobs = client.CustomObjectsApi(k8s).list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")
+    custom: Any = client.CustomObjectsApi(k8s)
+    jobs = custom.list_namespaced_custom_object("kubeflow.org", "v1", namespace, "pytorchjobs")
     assert jobs["items"] == []  # nothing was created
 
 
@@ -316,7 +330,10 @@ def test_planted_and_malformed_templates_are_never_applied(
     assert f"compute template 'planted' does not exist in namespace '{templates_namespace}'" in planted.refused
     assert "existing templates: 'good'" in planted.refused
     privileged = create(pytorch("privileged"), namespace, "privileged")
-    assert "compute template 'privileged'" in privileged.refused and "unknown keys ['securityContext']" in privileged.refused
+    assert (
+        "compute template 'privileged'" in privileged.refused
+        and "unknown keys ['securityContext']" in privileged.refused
+    )
     badqty = create(pytorch("badqty"), namespace, "badqty")
     assert "memory is not a Kubernetes quantity: 'lots'" in badqty.refused
     good = create(pytorch("good"), namespace, "good")  # the cache still serves the good one

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Callable
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,7 +22,7 @@ from flytekitplugins.kubejobs.backend.trainjob_config import TrainJobConfig
 from flytekitplugins.kubejobs.wire.compute import TemplateSet, parse_configmap
 from flytekitplugins.raycluster import HeadNodeConfig, RayJobConfig, WorkerNodeConfig
 from flytekitplugins.raycluster.serialize import ray_job_custom
-from kubernetes.client import V1Container, V1PodSpec, V1ResourceRequirements
+from kubernetes.client import V1Container, V1PodSpec, V1ResourceRequirements, V1Toleration
 
 GPU_AMD = ComputeTemplate(
     name="a100x8",
@@ -109,9 +110,9 @@ def test_a_named_template_builds_the_object_its_compute_template_object_builds(
         ),
     ]
     for task_type, make, custom in kinds:
-        as_object = kit.build(kit.template(task_type, _serialized(lambda: make(False), custom)), config=config)
+        as_object = kit.build(kit.template(task_type, _serialized(partial(make, False), custom)), config=config)
         as_name = kit.build(
-            kit.template(task_type, _serialized(lambda: make(True), custom)), config=named(config, stored(*TEMPLATES))
+            kit.template(task_type, _serialized(partial(make, True), custom)), config=named(config, stored(*TEMPLATES))
         )
         assert as_name == as_object, task_type
 
@@ -121,7 +122,11 @@ def _ray(name: bool, template: ComputeTemplate, pod_template: Any, **extra: Any)
         head_node_config=HeadNodeConfig(compute_template=CPU_ONLY.name if name else CPU_ONLY),
         worker_node_config=[
             WorkerNodeConfig(
-                "gpu", replicas=2, compute_template=template.name if name else template, pod_template=pod_template, **extra
+                "gpu",
+                replicas=2,
+                compute_template=template.name if name else template,
+                pod_template=pod_template,
+                **extra,
             ),
             WorkerNodeConfig("plain", replicas=1, requests=Resources(cpu="1")),
         ],
@@ -137,7 +142,7 @@ POD_TEMPLATE = PodTemplate(
             )
         ],
         node_selector={"pool": "base", "disk": "ssd"},
-        tolerations=[{"key": "base", "operator": "Exists"}],
+        tolerations=[V1Toleration(key="base", operator="Exists")],
     )
 )
 
@@ -163,8 +168,13 @@ def test_a_named_template_on_ray_groups_builds_what_the_object_builds(
 def test_the_trainjob_target_applies_named_templates(kit: SimpleNamespace) -> None:
     trainjob = TrainJobConfig.from_section({"task-types": ["pytorch"]})
     config = dataclasses.replace(kit.config, trainjob=trainjob)
-    make = lambda name: PyTorch(worker=Worker(replicas=2, compute_template=GPU_AMD.name if name else GPU_AMD))  # noqa: E731
-    as_object = build_object(kit.template("pytorch", _serialized(lambda: make(False), pytorch_custom)), kit.metadata(), config)
+
+    def make(name: bool) -> PyTorch:
+        return PyTorch(worker=Worker(replicas=2, compute_template=GPU_AMD.name if name else GPU_AMD))
+
+    as_object = build_object(
+        kit.template("pytorch", _serialized(lambda: make(False), pytorch_custom)), kit.metadata(), config
+    )
     as_name = build_object(
         kit.template("pytorch", _serialized(lambda: make(True), pytorch_custom)),
         kit.metadata(),
@@ -188,7 +198,7 @@ def test_an_unknown_name_is_refused_naming_it_and_the_templates_that_exist(kit: 
 
 
 def test_a_name_without_templates_given_says_where_they_come_from(kit: SimpleNamespace) -> None:
-    with pytest.raises(BuildError, match="no compute templates were given .*--templates FILE or --from-cluster"):
+    with pytest.raises(BuildError, match=r"no compute templates were given .*--templates FILE or --from-cluster"):
         kit.build(_pytorch_naming(kit, "a100x8"))
 
 
@@ -232,7 +242,10 @@ def test_forged_template_names_are_refused(kit: SimpleNamespace, ext: dict[str, 
 @pytest.mark.parametrize(
     ("groups", "message"),
     [
-        ({"workers": {"nope": {"computeTemplate": "cpu-large"}}}, "names groups the ray custom does not have: ['nope']"),
+        (
+            {"workers": {"nope": {"computeTemplate": "cpu-large"}}},
+            "names groups the ray custom does not have: ['nope']",
+        ),
         ({"head": {"computeTemplate": "cpu-large", "securityContext": {"privileged": True}}}, "unknown keys"),
         ({"head": {"explicitResources": {"requests": {"cpu": "1"}}}}, "needs a computeTemplate"),
         ({"tail": {}}, "unknown keys ['tail']"),

@@ -41,7 +41,9 @@ def run(*args: str) -> tuple[int, str, str]:
 def test_render_resolves_template_names_from_a_file(tmp_path: Path, crd_dir: Path) -> None:
     path = tmp_path / "templates.yaml"
     path.write_text(TEMPLATES)
-    code, out, err = run("render", str(TASKS), "train_named_template", "--templates", str(path), "--crd-dir", str(crd_dir))
+    code, out, err = run(
+        "render", str(TASKS), "train_named_template", "--templates", str(path), "--crd-dir", str(crd_dir)
+    )
     assert code == 0, err
     worker = yaml.safe_load(out)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
     assert worker["containers"][0]["resources"] == {
@@ -54,7 +56,10 @@ def test_render_resolves_template_names_from_a_file(tmp_path: Path, crd_dir: Pat
 
 def test_render_reads_the_configmaps_kubectl_prints(tmp_path: Path) -> None:
     # `kubectl get configmap -l kubejobs.flyte.org/config-type=compute-template -o yaml` prints a List
-    items = [TemplateSpec("a100x8", cpu="8", gpu=1).to_configmap("flyte"), TemplateSpec("cpu-large", cpu="2").to_configmap("flyte")]
+    items = [
+        TemplateSpec("a100x8", cpu="8", gpu=1).to_configmap("flyte"),
+        TemplateSpec("cpu-large", cpu="2").to_configmap("flyte"),
+    ]
     path = tmp_path / "cms.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
     code, out, err = run("render", str(TASKS), "ray_named_template", "--templates", str(path), "-o", "json")
@@ -70,7 +75,10 @@ def test_render_reads_the_configmaps_kubectl_prints(tmp_path: Path) -> None:
     ("args", "message"),
     [
         ([], "compute template 'a100x8' cannot be resolved: no compute templates were given"),
-        (["--templates", "{file}"], "Worker: compute template 'a100x8' does not exist in {file}; existing templates: 'other'"),
+        (
+            ["--templates", "{file}"],
+            "Worker: compute template 'a100x8' does not exist in {file}; existing templates: 'other'",
+        ),
     ],
 )
 def test_render_says_which_template_is_missing(tmp_path: Path, args: list[str], message: str) -> None:
@@ -101,7 +109,9 @@ def test_create_refuses_a_bad_template_before_reaching_any_cluster(
     assert message in " ".join(err.split()), err
 
 
-def test_create_from_a_file_stops_at_the_first_invalid_template(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_create_from_a_file_stops_at_the_first_invalid_template(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
     path = tmp_path / "templates.yaml"
     path.write_text(TEMPLATES + "- name: bad\n  memory: lots\n")

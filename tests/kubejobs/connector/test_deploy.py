@@ -44,7 +44,15 @@ def test_the_manifests_hold_no_cluster_wide_grant() -> None:
     assert kinds == {
         "connector.yaml": ["ConfigMap", "Deployment", "Service"],
         "networkpolicy.yaml": ["NetworkPolicy"],
-        "rbac.yaml": ["ClusterRole", "Role", "RoleBinding", "RoleBinding", "RoleBinding", "RoleBinding", "ServiceAccount"],
+        "rbac.yaml": [
+            "ClusterRole",
+            "Role",
+            "RoleBinding",
+            "RoleBinding",
+            "RoleBinding",
+            "RoleBinding",
+            "ServiceAccount",
+        ],
     }
 
 
@@ -85,7 +93,11 @@ def test_rbac_lets_the_connector_read_configmaps_in_its_own_namespace_only() -> 
     # templates.py: list + watch (the informer); get for a direct read. No writes, and only where the connector runs.
     assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == ACCOUNT["namespace"]
-    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
     assert binding["subjects"] == [ACCOUNT]
     deployment = _by_kind("connector.yaml")["Deployment"]
     # the connector's default templates namespace is its own: the one the Role is in

@@ -108,7 +108,9 @@ def test_a_configmap_from_another_namespace_is_refused() -> None:
 def test_compute_template_objects_get_the_same_checks_as_stored_ones() -> None:
     with pytest.raises(ValueError, match=r"ComputeTemplate\('x'\)\.memory is not a Kubernetes quantity: 'lots'"):
         ComputeTemplate(name="x", memory="lots")
-    with pytest.raises(ValueError, match=r"ComputeTemplate\('x'\)\.tolerations\[0\] has unknown fields \['privileged'\]"):
+    with pytest.raises(
+        ValueError, match=r"ComputeTemplate\('x'\)\.tolerations\[0\] has unknown fields \['privileged'\]"
+    ):
         ComputeTemplate(name="x", tolerations=[{"key": "a", "operator": "Exists", "privileged": True}])
     with pytest.raises(ValueError, match=r"compute template 'x' \(doc\)\.memory is not a Kubernetes quantity"):
         parse_document("doc", {"name": "x", "memory": "lots"})
@@ -130,7 +132,9 @@ def test_every_role_takes_a_template_name_and_checks_it(role: Any) -> None:
             role(compute_template=bad)
         assert f"{role.__name__}.compute_template must be a DNS-1123 label" in str(info.value)
         assert repr(bad)[:50] in str(info.value)
-    with pytest.raises(TypeError, match=f"{role.__name__}.compute_template must be a ComputeTemplate or a template name"):
+    with pytest.raises(
+        TypeError, match=f"{role.__name__}.compute_template must be a ComputeTemplate or a template name"
+    ):
         role(compute_template=8)
 
 

@@ -28,8 +28,8 @@ from flytekit import Resources
 
 from .k8sobjects import to_k8s_list
 from .resources import merge_quantities, resources_to_k8s
-from .wire.extension import DEFAULT_GPU_RESOURCE_NAME
 from .wire.compute import TemplateSpec, check_template_name, normalize_template
+from .wire.extension import DEFAULT_GPU_RESOURCE_NAME
 from .wire.fields import check_str
 from .wire.quantity import parse_quantity
 

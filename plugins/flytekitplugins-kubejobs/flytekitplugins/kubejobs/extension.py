@@ -100,13 +100,19 @@ def build_extension(roles: dict[str, ReplicaRole], run_policy: Optional[RunPolic
 
 def template_names(extension: Extension) -> list[tuple[str, str]]:
     """``(role or group, template name)`` for every compute template the extension names, in wire order."""
-    found = [(role, spec["computeTemplate"]) for role, spec in extension.get("replicaSpecs", {}).items()
-             if "computeTemplate" in spec]
+    found = [
+        (role, spec["computeTemplate"])
+        for role, spec in extension.get("replicaSpecs", {}).items()
+        if "computeTemplate" in spec
+    ]
     groups = extension.get("rayGroups", {})
     if "computeTemplate" in groups.get("head", {}):
         found.append(("head group", groups["head"]["computeTemplate"]))
-    found += [(f"worker group {name!r}", spec["computeTemplate"]) for name, spec in groups.get("workers", {}).items()
-              if "computeTemplate" in spec]
+    found += [
+        (f"worker group {name!r}", spec["computeTemplate"])
+        for name, spec in groups.get("workers", {}).items()
+        if "computeTemplate" in spec
+    ]
     return found
 
 

@@ -82,9 +82,7 @@ class ReplicaRole:
         if isinstance(template, str):
             check_template_name(f"{name}.compute_template", template)
         elif template is not None and not isinstance(template, ComputeTemplate):
-            raise TypeError(
-                f"{name}.compute_template must be a ComputeTemplate or a template name, got {template!r}"
-            )
+            raise TypeError(f"{name}.compute_template must be a ComputeTemplate or a template name, got {template!r}")
         if self.node_selector is not None:
             labels = check_str_map(f"{name}.node_selector", self.node_selector)
             set_(self, "node_selector", check_labels(f"{name}.node_selector", labels))

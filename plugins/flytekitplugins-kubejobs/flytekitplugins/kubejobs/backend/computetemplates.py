@@ -74,7 +74,9 @@ def resolve_template(templates: TemplateSet, field: str, name: object) -> Templa
         raise BuildError(str(e.args[0] if isinstance(e, LookupError) else e)) from None
 
 
-def lay_template(field: str, template: TemplateSpec, explicit: Mapping[str, Mapping[str, str]], gpu_name: str) -> K8sResources:
+def lay_template(
+    field: str, template: TemplateSpec, explicit: Mapping[str, Mapping[str, str]], gpu_name: str
+) -> K8sResources:
     """``explicit`` (the role's or group's own requests/limits) laid over the template's amounts (as request and
     limit, the GPU count under ``gpu_name``); a request above its limit is a ``BuildError`` (nothing clamped)."""
     amounts = template.amounts(gpu_name)

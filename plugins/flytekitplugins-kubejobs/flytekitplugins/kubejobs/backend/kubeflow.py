@@ -12,11 +12,11 @@ from flyteidl.plugins import tensorflow_pb2 as tensorflow_v0
 from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2, tensorflow_pb2
 
 from .builders import BuildContext, BuiltSpec, builds
+from .computetemplates import group_gpu_name, lay_template, resolve_template, split_idl
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import apply_role_extension, apply_run_policy_extension, parse_extension
 from .pods import build_pod, primary_container
-from .computetemplates import group_gpu_name, lay_template, resolve_template, split_idl
 from .resources import apply_platform_defaults, idl_to_k8s, merge_resources
 
 __all__: list[str] = []  # the builders register themselves (``builders.builds``)

@@ -339,9 +339,7 @@ def templates_create(
         fail("give a template NAME (with flags) or --file")
     else:
         specs = [
-            template_from_flags(
-                name, cpu, memory, gpu, gpu_resource_name, extended_resource, toleration, node_selector
-            )
+            template_from_flags(name, cpu, memory, gpu, gpu_resource_name, extended_resource, toleration, node_selector)
         ]
     with TemplateApi(namespace) as api:
         for spec in specs:

@@ -171,7 +171,10 @@ class TemplateApi:
         """The ConfigMap ``name`` (None when it does not exist)."""
         try:
             found: dict[str, Any] = self._call(
-                f"reading ConfigMap {self.namespace}/{name}", self._core.read_namespaced_config_map, name, self.namespace
+                f"reading ConfigMap {self.namespace}/{name}",
+                self._core.read_namespaced_config_map,
+                name,
+                self.namespace,
             )
         except _ApiFailure as e:
             if e.status == 404:
@@ -203,7 +206,9 @@ class TemplateApi:
             if not replace:
                 fail(f"{where} already exists; give --replace to overwrite it")
             body["metadata"]["resourceVersion"] = existing["metadata"].get("resourceVersion")
-            self._checked(f"replacing {where}", self._core.replace_namespaced_config_map, spec.name, self.namespace, body)
+            self._checked(
+                f"replacing {where}", self._core.replace_namespaced_config_map, spec.name, self.namespace, body
+            )
             return f"replaced: {where}"
         self._checked(f"creating {where}", self._core.create_namespaced_config_map, self.namespace, body)
         return f"created: {where}"

@@ -342,4 +342,6 @@ class TemplateSet:
         if name in self.invalid:
             raise LookupError(f"{field_name}: compute template {name!r}{where} is invalid: {self.invalid[name]}")
         existing = ", ".join(repr(n) for n in self.names()) or "none"
-        raise LookupError(f"{field_name}: compute template {name!r} does not exist{where}; existing templates: {existing}")
+        raise LookupError(
+            f"{field_name}: compute template {name!r} does not exist{where}; existing templates: {existing}"
+        )

@@ -83,4 +83,5 @@ class TemplateStore:
             informer, self._informer = self._informer, None
         if informer is not None:
             informer.request_stop()
+            self.client.abort_cache_requests()  # a list in flight is cut too (the job cache is closed first)
             informer.join(timeout)

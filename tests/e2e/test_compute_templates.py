@@ -177,6 +177,14 @@ def test_templates_cli_stores_lists_gets_and_deletes_configmaps(
     assert cli(kubeconfig, "templates", "create", "fpga", "--cpu", "1", "--replace", "-n", ns)[1].startswith(
         "replaced:"
     )
+    # render resolves the names from the cluster, as the connector would
+    tasks = REPO / "tests" / "kubejobs" / "cli" / "cli_example_tasks.py"
+    code, out, err = cli(
+        kubeconfig, "render", str(tasks), "train_named_template", "--from-cluster", "--templates-namespace", ns
+    )
+    assert code == 0, err
+    worker = yaml.safe_load(out)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert worker["nodeSelector"] == {"pool": "a100"} and worker["containers"][0]["resources"]["limits"]["cpu"] == "2"
     assert cli(kubeconfig, "templates", "delete", "fpga", "-n", ns)[0] == 0
     code, _, err = cli(kubeconfig, "templates", "get", "fpga", "-n", ns)
     assert code == 1 and f"compute template 'fpga' does not exist in namespace {ns}" in err
@@ -340,3 +348,32 @@ def test_planted_and_malformed_templates_are_never_applied(
     assert not good.refused, good.refused
     informer = runtime.templates.informer
     assert informer is not None and informer.running
+
+
+def test_without_the_cache_each_create_lists_the_templates(
+    cluster: dict[str, Any], namespace: str, templates_namespace: str, tmp_path: Path
+) -> None:
+    configure(
+        ConnectorSettings(
+            kubeconfig=cluster["kubeconfig"],
+            namespaces=(namespace,),
+            templates_namespace=templates_namespace,
+            input_prefixes=(str(tmp_path),),
+            cache=False,
+            backend=BackendConfig(),
+        )
+    )
+    try:
+        first = create(pytorch("cpu-large"), namespace, "nocache1")
+        assert "existing templates: none" in first.refused
+        assert (
+            cli(cluster["kubeconfig"], "templates", "create", "cpu-large", "--cpu", "3", "-n", templates_namespace)[0]
+            == 0
+        )
+        second = create(pytorch("cpu-large"), namespace, "nocache2")  # read at create: no watch to wait for
+        assert not second.refused, second.refused
+        from flytekitplugins.kubejobs.connector.runtime import runtime
+
+        assert runtime().templates.informer is None
+    finally:
+        shutdown()

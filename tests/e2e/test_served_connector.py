@@ -354,6 +354,36 @@ def test_every_kind_reaches_the_phase_its_pods_decide_over_grpc(pyflyte: Served,
             assert counted.get((operation, task_type), 0) >= 1, (operation, task_type, counted)
 
 
+def test_a_task_naming_a_compute_template_gets_it_through_rbac_yaml_s_grant(
+    pyflyte: Served, grant: Grant, k8s: Any
+) -> None:
+    from flytekitplugins.kfoperators import PyTorch, Worker
+    from flytekitplugins.kubejobs.wire.compute import TemplateSpec
+    from kubernetes import client
+
+    # The platform's template, in the connector's own namespace (the served connector's default: no service
+    # account file here, so deploy/'s `flyte`), read with only the ServiceAccount's token.
+    name = "e2e-served-" + os.urandom(3).hex()
+    core: Any = client.CoreV1Api(k8s)
+    core.create_namespaced_config_map("flyte", TemplateSpec(name, cpu="2", memory="3Gi").to_configmap("flyte"))
+    try:
+
+        async def one() -> Run:
+            async with pyflyte.channel() as channel:
+                config = PyTorch(worker=Worker(replicas=1, compute_template=name))
+                return await run_task(channel, "templated", config, grant.granted, "succeed")
+
+        run = asyncio.run(one())
+        assert run.phases[-1] == "SUCCEEDED", (run.phases, run.message)
+        job_name = json.loads(run.resource_meta)["name"]
+        custom: Any = client.CustomObjectsApi(k8s)
+        job = custom.get_namespaced_custom_object("kubeflow.org", "v1", grant.granted, "pytorchjobs", job_name)
+        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        assert worker["resources"]["limits"] == {"cpu": "2", "memory": "3Gi"}
+    finally:
+        core.delete_namespaced_config_map(name, "flyte")
+
+
 def test_abort_deletes_the_job_and_the_controller_manager_collects_its_pods(
     pyflyte: Served, grant: Grant, k8s: Any
 ) -> None:

@@ -78,6 +78,8 @@ def _apply_named_template(ctx: BuildContext, owner: str, spec: dict[str, Any], c
     }
     ray = next(c for c in spec["containers"] if c.get("name") == container)
     current = copy.deepcopy(ray.get("resources") or {})
+    if not isinstance(current, dict) or not all(isinstance(current.get(k) or {}, dict) for k in ("requests", "limits")):
+        raise BuildError(f"{owner}: the {container} container's resources must be an object of requests and limits")
     asked_gpu = any("gpu" in values for values in (group.get("explicitResources") or {}).values())
     if asked_gpu and gpu != DEFAULT_GPU_RESOURCE_NAME:
         # The k8sPod wrote the group's own GPU count under the default accelerator, as a stock backend reads it;

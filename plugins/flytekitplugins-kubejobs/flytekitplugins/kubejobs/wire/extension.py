@@ -42,7 +42,7 @@ explicit requests/limits; node selectors merge, template keys winning; toleratio
 ignores the name, so the role runs without the template (serialization warns).
 
 >>> sorted(ROLE_KEYS)[:3]
-['affinity', 'env', 'gpuResourceName']
+['affinity', 'computeTemplate', 'env']
 """
 
 from __future__ import annotations

@@ -71,7 +71,8 @@ class ComputeTemplate:
             object.__setattr__(self, name, value)
 
     def to_spec(self) -> TemplateSpec:
-        """The same template in the stored form (``kubejobs templates create`` writes it as a ConfigMap)."""
+        """The same template in the stored form (``to_configmap`` gives the ConfigMap ``kubejobs templates`` writes);
+        the name must then be a DNS-1123 label."""
         return TemplateSpec(
             name=check_template_name("ComputeTemplate.name", self.name),
             cpu=None if self.cpu is None else str(self.cpu),

@@ -48,7 +48,7 @@ SETTINGS = SerializationSettings(
 )
 TEMPLATES_FILE = """\
 - name: a100x8
-  cpu: "2"
+  cpu: "8"
   memory: 4Gi
   gpu: 8
   nodeSelector: {pool: a100}
@@ -184,7 +184,7 @@ def test_templates_cli_stores_lists_gets_and_deletes_configmaps(
     )
     assert code == 0, err
     worker = yaml.safe_load(out)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
-    assert worker["nodeSelector"] == {"pool": "a100"} and worker["containers"][0]["resources"]["limits"]["cpu"] == "2"
+    assert worker["nodeSelector"] == {"pool": "a100"} and worker["containers"][0]["resources"]["limits"]["cpu"] == "8"
     assert cli(kubeconfig, "templates", "delete", "fpga", "-n", ns)[0] == 0
     code, _, err = cli(kubeconfig, "templates", "get", "fpga", "-n", ns)
     assert code == 1 and f"compute template 'fpga' does not exist in namespace {ns}" in err
@@ -235,7 +235,7 @@ def test_a_pytorch_task_naming_templates_gets_their_resources_on_the_operator_s_
     worker, master = pods["worker"], pods["master"]
     assert worker["containers"][0]["resources"] == {
         "requests": {"cpu": "1", "memory": "4Gi", "nvidia.com/gpu": "8"},  # the role's own cpu request wins
-        "limits": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "8"},
+        "limits": {"cpu": "8", "memory": "4Gi", "nvidia.com/gpu": "8"},
     }
     assert worker["nodeSelector"] == {"pool": "a100"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in worker["tolerations"]
@@ -267,7 +267,7 @@ def test_a_ray_task_naming_templates_gets_them_on_its_groups(
     head = cluster_spec["headGroupSpec"]["template"]["spec"]
     gpu = cluster_spec["workerGroupSpecs"][0]["template"]["spec"]
     assert head["containers"][0]["resources"]["limits"] == {"cpu": "3", "memory": "2Gi"}
-    assert gpu["containers"][0]["resources"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "8"}
+    assert gpu["containers"][0]["resources"]["limits"] == {"cpu": "8", "memory": "4Gi", "nvidia.com/gpu": "8"}
     assert gpu["nodeSelector"] == {"pool": "a100"}
 
 

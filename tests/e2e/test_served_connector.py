@@ -102,7 +102,7 @@ def grant(k8s: Any, cluster: dict[str, Any], tmp_path_factory: pytest.TempPathFa
         _create(k8s, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": enforce}})
     bindings = 0
     for doc in _docs("rbac.yaml"):
-        if doc["kind"] == "RoleBinding":
+        if doc["kind"] == "RoleBinding" and doc["roleRef"]["kind"] == "ClusterRole":  # a job namespace's
             if bindings:
                 continue  # one is enough: the others differ only in their namespace
             doc = copy.deepcopy(doc)
@@ -393,6 +393,36 @@ def test_every_kind_reaches_the_phase_its_pods_decide_over_grpc(pyflyte: Served,
             assert counted.get((operation, task_type), 0) >= 1, (operation, task_type, counted)
 
 
+def test_a_task_naming_a_compute_template_gets_it_through_rbac_yaml_s_grant(
+    pyflyte: Served, grant: Grant, k8s: Any
+) -> None:
+    from flytekitplugins.kfoperators import PyTorch, Worker
+    from flytekitplugins.kubejobs.wire.compute import TemplateSpec
+    from kubernetes import client
+
+    # The platform's template, in the connector's own namespace (the served connector's default: no service
+    # account file here, so deploy/'s `flyte`), read with only the ServiceAccount's token.
+    name = "e2e-served-" + os.urandom(3).hex()
+    core: Any = client.CoreV1Api(k8s)
+    core.create_namespaced_config_map("flyte", TemplateSpec(name, cpu="2", memory="3Gi").to_configmap("flyte"))
+    try:
+
+        async def one() -> Run:
+            async with pyflyte.channel() as channel:
+                config = PyTorch(worker=Worker(replicas=1, compute_template=name))
+                return await run_task(channel, "templated", config, grant.granted, "succeed")
+
+        run = asyncio.run(one())
+        assert run.phases[-1] == "SUCCEEDED", (run.phases, run.message)
+        job_name = json.loads(run.resource_meta)["name"]
+        custom: Any = client.CustomObjectsApi(k8s)
+        job = custom.get_namespaced_custom_object("kubeflow.org", "v1", grant.granted, "pytorchjobs", job_name)
+        worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        assert worker["resources"]["limits"] == {"cpu": "2", "memory": "3Gi"}
+    finally:
+        core.delete_namespaced_config_map(name, "flyte")
+
+
 def test_abort_deletes_the_job_and_the_controller_manager_collects_its_pods(
     pyflyte: Served, grant: Grant, k8s: Any
 ) -> None:
@@ -528,6 +558,12 @@ def test_the_service_account_token_can_do_exactly_what_rbac_yaml_grants(grant: G
         ),
         "list jobs": lambda: custom.list_namespaced_custom_object("kubeflow.org", "v1", granted, "pytorchjobs"),
         "list rayjobs": lambda: custom.list_namespaced_custom_object("ray.io", "v1", granted, "rayjobs"),
+        "list the compute template ConfigMaps of its own namespace": lambda: core.list_namespaced_config_map(
+            "flyte", label_selector="kubejobs.flyte.org/config-type=compute-template"
+        ),
+        "watch ConfigMaps in its own namespace": lambda: core.list_namespaced_config_map(
+            "flyte", watch=True, timeout_seconds=1, _preload_content=False
+        ),
     }
     refused = {
         "read pods": lambda: core.list_namespaced_pod(granted),
@@ -541,6 +577,12 @@ def test_the_service_account_token_can_do_exactly_what_rbac_yaml_grants(grant: G
             "kubeflow.org", "v1", granted, "pytorchjobs", "any", {"metadata": {"labels": {"a": "b"}}}
         ),
         "read PodTemplates": lambda: core.list_namespaced_pod_template(granted),
+        "read ConfigMaps of a job namespace": lambda: core.list_namespaced_config_map(granted),
+        "read ConfigMaps of a namespace it has no grant in": lambda: core.list_namespaced_config_map(foreign),
+        "read ConfigMaps cluster-wide": lambda: core.list_config_map_for_all_namespaces(),
+        "write a compute template (the platform's job, not the connector's)": lambda: core.create_namespaced_config_map(
+            "flyte", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="planted")), dry_run="All"
+        ),
         "create a pod": lambda: core.create_namespaced_pod(
             granted,
             client.V1Pod(

@@ -128,9 +128,15 @@ BAD: list[tuple[str, Callable[[], object], type[Exception], tuple[str, ...]]] = 
     ("head-wrong-type", lambda: job(head_node_config={"ray_start_params": {}}), TypeError, ("head_node_config",)),
     (
         "compute-template-wrong-type",
-        lambda: worker(compute_template="a100"),
+        lambda: worker(compute_template={"name": "a100"}),
         TypeError,
         ("compute_template", "'a100'"),
+    ),
+    (
+        "compute-template-name-not-dns-1123",
+        lambda: worker(compute_template="A100_x8"),
+        ValueError,
+        ("WorkerNodeConfig('w').compute_template", "'A100_x8'"),
     ),
     ("pod-template-wrong-type", lambda: worker(pod_template={"spec": {}}), TypeError, ("pod_template", "'spec'")),
     ("address-not-str", lambda: job(address=6379), TypeError, ("address", "6379")),

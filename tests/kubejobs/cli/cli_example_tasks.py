@@ -70,3 +70,18 @@ def not_a_task() -> int:
 )
 def bad_sidecar_name(epochs: int) -> float:
     return float(epochs)
+
+
+# Compute templates named by string: resolved by `kubejobs render --templates FILE | --from-cluster`.
+@task(task_config=PyTorch(worker=Worker(replicas=2, compute_template="a100x8", requests=Resources(cpu="4"))))
+def train_named_template(epochs: int) -> float:
+    return float(epochs)
+
+
+@task(
+    task_config=RayJobConfig(
+        head_node_config=HeadNodeConfig(compute_template="cpu-large"),
+        worker_node_config=[WorkerNodeConfig("gpu", replicas=1, compute_template="a100x8")],
+    )
+)
+def ray_named_template() -> None: ...

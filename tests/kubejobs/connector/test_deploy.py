@@ -44,7 +44,15 @@ def test_the_manifests_hold_no_cluster_wide_grant() -> None:
     assert kinds == {
         "connector.yaml": ["ConfigMap", "Deployment", "Service"],
         "networkpolicy.yaml": ["NetworkPolicy"],
-        "rbac.yaml": ["ClusterRole", "RoleBinding", "RoleBinding", "RoleBinding", "ServiceAccount"],
+        "rbac.yaml": [
+            "ClusterRole",
+            "Role",
+            "RoleBinding",
+            "RoleBinding",
+            "RoleBinding",
+            "RoleBinding",
+            "ServiceAccount",
+        ],
     }
 
 
@@ -65,7 +73,7 @@ def test_rbac_grants_what_the_connector_calls_and_only_in_its_namespaces() -> No
         for verb in ("create", "get", "list", "watch", "delete")
     }
     assert granted == expected
-    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    bindings = [d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"]["kind"] == "ClusterRole"]
     assert all(b["subjects"] == [ACCOUNT] for b in bindings)
     assert all(
         b["roleRef"]
@@ -76,6 +84,24 @@ def test_rbac_grants_what_the_connector_calls_and_only_in_its_namespaces() -> No
     assert sorted(b["metadata"]["namespace"] for b in bindings) == sorted(_settings().namespaces)
     (account,) = [d for d in docs if d["kind"] == "ServiceAccount"]
     assert {"kind": "ServiceAccount", **account["metadata"]} == ACCOUNT
+
+
+def test_rbac_lets_the_connector_read_configmaps_in_its_own_namespace_only() -> None:
+    docs = _docs("rbac.yaml")
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"]["kind"] == "Role"]
+    # templates.py: list + watch (the informer); get for a direct read. No writes, and only where the connector runs.
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == ACCOUNT["namespace"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [ACCOUNT]
+    deployment = _by_kind("connector.yaml")["Deployment"]
+    # the connector's default templates namespace is its own: the one the Role is in
+    assert deployment["metadata"]["namespace"] == role["metadata"]["namespace"] == _settings().templates_namespace
 
 
 def test_only_propeller_reaches_the_grpc_port() -> None:

@@ -34,7 +34,7 @@ class RoleExtensions(TypedDict, total=False):
     """The keyword-only extension fields of every role (see :class:`ReplicaRole`), for the roles whose
     constructor keeps an official positional order of its own (``Master``, ``Launcher``)."""
 
-    compute_template: Optional[ComputeTemplate]
+    compute_template: Optional[Union[ComputeTemplate, str]]
     node_selector: Optional[Mapping[str, str]]
     tolerations: Optional[Sequence[Any]]
     affinity: Optional[Any]

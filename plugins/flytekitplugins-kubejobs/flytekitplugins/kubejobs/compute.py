@@ -20,7 +20,6 @@ A request above its limit after merging is a ``ValueError`` naming the resource:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional, Union
@@ -29,16 +28,12 @@ from flytekit import Resources
 
 from .k8sobjects import to_k8s_list
 from .resources import merge_quantities, resources_to_k8s
+from .wire.compute import TemplateSpec, check_template_name, normalize_template
 from .wire.extension import DEFAULT_GPU_RESOURCE_NAME
-from .wire.fields import check_int, check_str, check_str_map
-from .wire.k8ssyntax import check_labels, check_tolerations
-from .wire.quantity import check_quantity, is_integer_resource, parse_quantity
+from .wire.fields import check_str
+from .wire.quantity import parse_quantity
 
 __all__ = ["ComputeTemplate", "Requirements", "resolve_requirements"]
-
-# A qualified Kubernetes resource name: optional DNS prefix, then a name segment.
-_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_STANDARD = {"cpu", "memory", "ephemeral-storage"}
 
 Quantity = Union[str, int, float]
 
@@ -58,32 +53,36 @@ class ComputeTemplate:
     node_selector: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
         check_str("ComputeTemplate.name", self.name)
         where = f"ComputeTemplate({self.name!r})"
-        if self.cpu is not None:
-            set_(self, "cpu", check_quantity(f"{where}.cpu", self.cpu))
-        if self.memory is not None:
-            set_(self, "memory", check_quantity(f"{where}.memory", self.memory))
-        check_int(f"{where}.gpu", self.gpu)
-        check_str(f"{where}.gpu_resource_name", self.gpu_resource_name)
-        if not _RESOURCE_NAME.match(self.gpu_resource_name) or self.gpu_resource_name in _STANDARD:
-            raise ValueError(
-                f"{where}.gpu_resource_name is not an accelerator resource name: {self.gpu_resource_name!r}"
-            )
-        if not isinstance(self.extended_resources, Mapping):
-            raise TypeError(f"{where}.extended_resources must be a dict, got {self.extended_resources!r}")
-        extended: dict[str, str] = {}
-        for key, value in self.extended_resources.items():
-            if not isinstance(key, str) or not _RESOURCE_NAME.match(key) or key in _STANDARD:
-                raise ValueError(f"{where}.extended_resources has an invalid resource name: {key!r}")
-            field_name = f"{where}.extended_resources[{key!r}]"
-            extended[key] = check_quantity(field_name, value, integer=is_integer_resource(key))
-        set_(self, "extended_resources", extended)
-        set_(self, "tolerations", tuple(to_k8s_list(f"{where}.tolerations", self.tolerations)))
-        check_tolerations(f"{where}.tolerations", self.tolerations)
-        labels = check_str_map(f"{where}.node_selector", self.node_selector)
-        set_(self, "node_selector", check_labels(f"{where}.node_selector", labels))
+        tolerations = to_k8s_list(f"{where}.tolerations", self.tolerations)  # client models become dicts first
+        # THE template checks (wire.compute), shared with the templates stored in the cluster by name.
+        normalized = normalize_template(
+            where,
+            cpu=self.cpu,
+            memory=self.memory,
+            gpu=self.gpu,
+            gpu_resource_name=self.gpu_resource_name,
+            extended_resources=self.extended_resources,
+            tolerations=tolerations,
+            node_selector=self.node_selector,
+        )
+        for name, value in normalized.items():
+            object.__setattr__(self, name, value)
+
+    def to_spec(self) -> TemplateSpec:
+        """The same template in the stored form (``to_configmap`` gives the ConfigMap ``kubejobs templates`` writes);
+        the name must then be a DNS-1123 label."""
+        return TemplateSpec(
+            name=check_template_name("ComputeTemplate.name", self.name),
+            cpu=None if self.cpu is None else str(self.cpu),
+            memory=None if self.memory is None else str(self.memory),
+            gpu=self.gpu,
+            gpu_resource_name=self.gpu_resource_name,
+            extended_resources=dict(self.extended_resources),  # type: ignore[arg-type]  # normalized to str
+            tolerations=tuple(dict(t) for t in self.tolerations),
+            node_selector=dict(self.node_selector),
+        )
 
     def amounts(self) -> dict[str, str]:
         """``{kubernetes resource name: quantity}`` this template asks for (as both request and limit)."""

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from .policies import RunPolicy
 from .roles import ReplicaRole
-from .userwarnings import ExtensionKeyWarning, warn_user
+from .userwarnings import ComputeTemplateNameWarning, ExtensionKeyWarning, warn_user
 from .wire.extension import (
     DEFAULT_GPU_RESOURCE_NAME,
     EXTENSION_KEY,
@@ -28,13 +28,16 @@ __all__ = [
     "run_policy_extension",
     "build_extension",
     "warn_extension_once",
+    "template_names",
 ]
 
 
 def role_extension(role: ReplicaRole) -> RoleExtension:
     """What of ``role`` the IDL cannot carry; empty when the IDL carries all of it."""
     ext: RoleExtension = {}
-    template = role.compute_template
+    if role.template_name is not None:
+        ext["computeTemplate"] = role.template_name
+    template = role.template_object
     node_selector = {**(template.node_selector if template else {}), **(role.node_selector or {})}
     if node_selector:
         ext["nodeSelector"] = node_selector
@@ -95,20 +98,61 @@ def build_extension(roles: dict[str, ReplicaRole], run_policy: Optional[RunPolic
     return out
 
 
+def template_names(extension: Extension) -> list[tuple[str, str]]:
+    """``(role or group, template name)`` for every compute template the extension names, in wire order."""
+    found = [
+        (role, spec["computeTemplate"])
+        for role, spec in extension.get("replicaSpecs", {}).items()
+        if "computeTemplate" in spec
+    ]
+    groups = extension.get("rayGroups", {})
+    if "computeTemplate" in groups.get("head", {}):
+        found.append(("head group", groups["head"]["computeTemplate"]))
+    found += [
+        (f"worker group {name!r}", spec["computeTemplate"])
+        for name, spec in groups.get("workers", {}).items()
+        if "computeTemplate" in spec
+    ]
+    return found
+
+
 _warned: set[str] = set()
+_warned_names: set[str] = set()
+
+
+def _warn_template_names_once(
+    task_kind: str, extension: Extension, defined_at: Optional[Callable[..., Any]] = None
+) -> None:
+    named = template_names(extension)
+    if not named or task_kind in _warned_names:
+        return
+    _warned_names.add(task_kind)
+    listed = ", ".join(f"{owner} -> {name!r}" for owner, name in named)
+    warn_user(
+        f"{task_kind}: compute templates named by string ({listed}) are stored in the cluster and resolved only by "
+        "the flytekitplugins-kubejobs connector. A stock Flyte backend ignores the names and runs these roles "
+        "WITHOUT the templates' resources, tolerations and node selector: run this task through the connector "
+        "(or pass ComputeTemplate objects).",
+        ComputeTemplateNameWarning,
+        defined_at=defined_at,
+    )
 
 
 def warn_extension_once(task_kind: str, extension: Extension, defined_at: Optional[Callable[..., Any]] = None) -> None:
     """Warn once per process and job kind that some settings need this project's backend, attributed to
-    the user's code (``defined_at``, the task function, when serialization runs from flytekit alone)."""
+    the user's code (``defined_at``, the task function, when serialization runs from flytekit alone). Compute
+    templates named by string get a warning of their own (``ComputeTemplateNameWarning``), once per job kind."""
+    _warn_template_names_once(task_kind, extension, defined_at)
     if task_kind in _warned:
         return
-    _warned.add(task_kind)
     used = sorted(
-        {key for spec in extension.get("replicaSpecs", {}).values() for key in spec}
+        {key for spec in extension.get("replicaSpecs", {}).values() for key in spec if key != "computeTemplate"}
         | {f"runPolicy.{key}" for key in extension.get("runPolicy", {})}
         | ({"queue"} if "queue" in extension else set())
     )
+    if not used:
+        return
+    _warned.add(task_kind)
     warn_user(
         f"{task_kind}: {', '.join(used)} travel under the '{EXTENSION_KEY}' key of the task's custom. "
         "They are honoured by the flytekitplugins-kubejobs backend (connector); stock Flyte backends "

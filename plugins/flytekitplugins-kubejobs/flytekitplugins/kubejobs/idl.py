@@ -52,7 +52,8 @@ def fill_replica_spec(message: Any, role: ReplicaRole, replicas: Optional[int] =
         message.replicas = count
     if role.image:
         message.image = role.image
-    gpu_name = role.compute_template.gpu_resource_name if role.compute_template else DEFAULT_GPU_RESOURCE_NAME
+    template = role.template_object
+    gpu_name = template.gpu_resource_name if template else DEFAULT_GPU_RESOURCE_NAME
     requirements = role.requirements()
     resources = resources_to_idl(requirements.requests, requirements.limits, gpu_name)
     if resources is not None:

@@ -21,6 +21,7 @@ from .compute import ComputeTemplate, Requirements, resolve_requirements
 from .k8sobjects import env_to_k8s, to_k8s_dict, to_k8s_list
 from .policies import RestartPolicy
 from .resources import normalize_resources
+from .wire.compute import check_template_name
 from .wire.fields import check_int, check_optional_str, check_str_map
 from .wire.k8ssyntax import (
     check_env_names,
@@ -39,7 +40,9 @@ class ReplicaRole:
     """One replica group of a Training Operator job.
 
     ``requests`` / ``limits`` / ``compute_template`` combine by the rule in
-    :func:`flytekitplugins.kubejobs.compute.resolve_requirements`.
+    :func:`flytekitplugins.kubejobs.compute.resolve_requirements`. A ``compute_template`` given by name
+    (``"a100x8"``) travels under the extension key and the connector applies the stored template with the
+    same rule.
     """
 
     image: Optional[str] = None
@@ -48,7 +51,8 @@ class ReplicaRole:
     replicas: Optional[int] = None
     restart_policy: Optional[RestartPolicy] = None
     _: KW_ONLY
-    compute_template: Optional[ComputeTemplate] = None
+    #: A ``ComputeTemplate`` object, or the name of a template stored in the cluster (resolved by the connector).
+    compute_template: Optional[Union[ComputeTemplate, str]] = None
     node_selector: Optional[Mapping[str, str]] = None
     tolerations: Optional[Sequence[Any]] = None
     affinity: Optional[Any] = None
@@ -74,8 +78,11 @@ class ReplicaRole:
                 raise ValueError(f"{name}.replicas must be {self.fixed_replicas}, got {self.replicas!r}")
         if self.restart_policy is not None:
             set_(self, "restart_policy", RestartPolicy.coerce(f"{name}.restart_policy", self.restart_policy))
-        if self.compute_template is not None and not isinstance(self.compute_template, ComputeTemplate):
-            raise TypeError(f"{name}.compute_template must be a ComputeTemplate, got {self.compute_template!r}")
+        template = self.compute_template
+        if isinstance(template, str):
+            check_template_name(f"{name}.compute_template", template)
+        elif template is not None and not isinstance(template, ComputeTemplate):
+            raise TypeError(f"{name}.compute_template must be a ComputeTemplate or a template name, got {template!r}")
         if self.node_selector is not None:
             labels = check_str_map(f"{name}.node_selector", self.node_selector)
             set_(self, "node_selector", check_labels(f"{name}.node_selector", labels))
@@ -97,7 +104,18 @@ class ReplicaRole:
         # Resolved once: fails now on a request above its limit rather than at pod admission, and
         # serialization (which reads it several times per role) does not redo it. Not a field, so it
         # stays out of eq/repr/replace; the role is frozen, so it cannot go stale.
-        set_(self, "_requirements", resolve_requirements(name, self.compute_template, self.requests, self.limits))
+        # A named template is resolved in the cluster: here only the role's own requests/limits are known.
+        set_(self, "_requirements", resolve_requirements(name, self.template_object, self.requests, self.limits))
+
+    @property
+    def template_object(self) -> Optional[ComputeTemplate]:
+        """``compute_template`` when it is an object (applied at serialization), else None."""
+        return self.compute_template if isinstance(self.compute_template, ComputeTemplate) else None
+
+    @property
+    def template_name(self) -> Optional[str]:
+        """``compute_template`` when it names a template stored in the cluster, else None."""
+        return self.compute_template if isinstance(self.compute_template, str) else None
 
     def requirements(self) -> Requirements:
         """The role's container resources after the compute-template precedence rule (fresh dicts)."""

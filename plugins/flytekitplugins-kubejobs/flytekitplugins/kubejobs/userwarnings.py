@@ -24,7 +24,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Optional
 
-__all__ = ["KubejobsDeprecationWarning", "ExtensionKeyWarning", "warn_user"]
+__all__ = ["KubejobsDeprecationWarning", "ExtensionKeyWarning", "ComputeTemplateNameWarning", "warn_user"]
 
 
 class KubejobsDeprecationWarning(FutureWarning):
@@ -33,6 +33,11 @@ class KubejobsDeprecationWarning(FutureWarning):
 
 class ExtensionKeyWarning(UserWarning):
     """Settings that travel under the ``kubejobs`` extension key, which stock Flyte backends ignore."""
+
+
+class ComputeTemplateNameWarning(ExtensionKeyWarning):
+    """A task names a compute template stored in the cluster: only this project's connector resolves it; a
+    stock Flyte backend ignores the name and runs the role without the template."""
 
 
 def _library_roots() -> tuple[str, ...]:

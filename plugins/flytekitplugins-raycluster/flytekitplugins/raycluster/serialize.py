@@ -13,16 +13,23 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, Optional, cast
+from typing import Any, Optional, Union, cast
 
 from flyteidl.core import literals_pb2, tasks_pb2
 from flyteidl.plugins import ray_pb2
 from flytekitplugins.kubejobs.resources import resources_to_k8s
+from flytekitplugins.kubejobs.wire.extension import (
+    EXTENSION_KEY,
+    EXTENSION_VERSION,
+    RayGroupExtension,
+    RayGroupsExtension,
+    ResourceMaps,
+)
 from google.protobuf import json_format
 
-from .task_configs import AutoscalerOptionsConfig, RayJobConfig
+from .task_configs import AutoscalerOptionsConfig, HeadNodeConfig, RayJobConfig, WorkerNodeConfig
 
-__all__ = ["k8s_pod_to_idl", "ray_job_proto", "ray_job_custom"]
+__all__ = ["k8s_pod_to_idl", "ray_job_proto", "ray_job_custom", "ray_groups_extension"]
 
 
 def k8s_pod_to_idl(pod: dict[str, Any]) -> tasks_pb2.K8sPod:
@@ -96,7 +103,41 @@ def ray_job_proto(cfg: RayJobConfig) -> ray_pb2.RayJob:
     return job
 
 
+def _group_extension(group: Union[HeadNodeConfig, WorkerNodeConfig]) -> Optional[RayGroupExtension]:
+    """What the backend needs to apply a group's named compute template: the name, and the group's own
+    requests/limits (its k8sPod merges them with the pod template's, so the backend could not tell which
+    win over the template). The GPU count is written as ``gpu``: it means the template's accelerator."""
+    if not isinstance(group.compute_template, str):
+        return None
+    out: RayGroupExtension = {"computeTemplate": group.compute_template}
+    requests, limits = group.requests or group.limits, group.limits or group.requests  # as group_k8s_pod does
+    explicit: ResourceMaps = {}
+    for side, resources in (("requests", requests), ("limits", limits)):
+        amounts = resources_to_k8s(resources, "gpu")
+        if amounts:
+            explicit[side] = amounts  # type: ignore[literal-required]  # side is "requests" or "limits"
+    if explicit:
+        out["explicitResources"] = explicit
+    return out
+
+
+def ray_groups_extension(cfg: RayJobConfig) -> Optional[RayGroupsExtension]:
+    """The ``rayGroups`` section of the extension key: the groups that name a compute template; None if none."""
+    out: RayGroupsExtension = {}
+    head = _group_extension(cfg.head_node_config) if cfg.head_node_config is not None else None
+    if head:
+        out["head"] = head
+    workers = {g.group_name: ext for g in cfg.worker_node_config if (ext := _group_extension(g))}
+    if workers:
+        out["workers"] = workers
+    return out or None
+
+
 def ray_job_custom(cfg: RayJobConfig) -> dict[str, Any]:
-    """The task's ``custom``: ``MessageToDict`` of :func:`ray_job_proto`."""
+    """The task's ``custom``: ``MessageToDict`` of :func:`ray_job_proto`, plus the ``kubejobs`` extension key when
+    a group names a compute template stored in the cluster."""
     custom: dict[str, Any] = json_format.MessageToDict(ray_job_proto(cfg))
+    groups = ray_groups_extension(cfg)
+    if groups is not None:
+        custom.setdefault(EXTENSION_KEY, {"version": EXTENSION_VERSION})["rayGroups"] = groups
     return custom

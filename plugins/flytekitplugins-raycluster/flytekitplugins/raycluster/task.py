@@ -59,9 +59,15 @@ class RayFunctionTask(PythonFunctionTask[RayJobConfig]):  # type: ignore[misc]
         return user_params
 
     def get_custom(self, settings: SerializationSettings) -> Optional[dict[str, Any]]:
+        from flytekitplugins.kubejobs.extension import warn_extension_once
+        from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
+
         from .serialize import ray_job_custom
 
-        return ray_job_custom(self.task_config)
+        custom = ray_job_custom(self.task_config)
+        if EXTENSION_KEY in custom:
+            warn_extension_once(self._RAY_TASK_TYPE, custom[EXTENSION_KEY], self._task_function)
+        return custom
 
 
 TaskPlugins.register_pythontask_plugin(RayJobConfig, RayFunctionTask)

@@ -15,12 +15,13 @@ import enum
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, Union
 
 from flytekit import PodTemplate, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate
 from flytekitplugins.kubejobs.resources import normalize_resources
 from flytekitplugins.kubejobs.userwarnings import warn_user
+from flytekitplugins.kubejobs.wire.compute import check_template_name
 from flytekitplugins.kubejobs.wire.fields import (
     check_bool,
     check_int,
@@ -72,9 +73,15 @@ def _check_start_params(field: str, value: object) -> Optional[dict[str, str]]:
     return check_str_map(field, value, convert_scalars=True)
 
 
-def _check_compute_template(field: str, value: object) -> None:
+def _check_compute_template(field: str, value: object) -> Optional[ComputeTemplate]:
+    """The template object to apply now; a name (a template stored in the cluster) is checked and left to the
+    connector, which applies it with the same precedence."""
+    if isinstance(value, str):
+        check_template_name(field, value)
+        return None
     if value is not None and not isinstance(value, ComputeTemplate):
-        raise TypeError(f"{field} must be a ComputeTemplate, got {value!r} ({type(value).__name__})")
+        raise TypeError(f"{field} must be a ComputeTemplate or a template name, got {value!r} ({type(value).__name__})")
+    return value
 
 
 def _init_group(group: HeadNodeConfig | WorkerNodeConfig, owner: str, ray_container: str) -> None:
@@ -84,8 +91,8 @@ def _init_group(group: HeadNodeConfig | WorkerNodeConfig, owner: str, ray_contai
     set_(group, "ray_start_params", _check_start_params(f"{owner}.ray_start_params", group.ray_start_params))
     set_(group, "requests", normalize_resources(f"{owner}.requests", group.requests))
     set_(group, "limits", normalize_resources(f"{owner}.limits", group.limits))
-    _check_compute_template(f"{owner}.compute_template", group.compute_template)
-    pod = group_k8s_pod(owner, ray_container, group.pod_template, group.compute_template, group.requests, group.limits)
+    template = _check_compute_template(f"{owner}.compute_template", group.compute_template)
+    pod = group_k8s_pod(owner, ray_container, group.pod_template, template, group.requests, group.limits)
     set_(group, "_k8s_pod", pod)
 
 
@@ -99,7 +106,8 @@ class HeadNodeConfig:
     requests: Optional[Resources] = None
     limits: Optional[Resources] = None
     _: KW_ONLY
-    compute_template: Optional[ComputeTemplate] = None
+    #: A ``ComputeTemplate`` object, or the name of a template stored in the cluster (resolved by the connector).
+    compute_template: Optional[Union[ComputeTemplate, str]] = None
     _k8s_pod: Optional[dict[str, Any]] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -129,7 +137,8 @@ class WorkerNodeConfig:
     requests: Optional[Resources] = None
     limits: Optional[Resources] = None
     _: KW_ONLY
-    compute_template: Optional[ComputeTemplate] = None
+    #: A ``ComputeTemplate`` object, or the name of a template stored in the cluster (resolved by the connector).
+    compute_template: Optional[Union[ComputeTemplate, str]] = None
     _k8s_pod: Optional[dict[str, Any]] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -10,7 +10,15 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ..wire.extension import EXTENSION_KEY, EXTENSION_VERSION, QUEUE_KEYS, ROLE_KEYS, RUN_POLICY_KEYS, SECTIONS
+from ..wire.extension import (
+    EXTENSION_KEY,
+    EXTENSION_VERSION,
+    QUEUE_KEYS,
+    RAY_GROUP_KEYS,
+    ROLE_KEYS,
+    RUN_POLICY_KEYS,
+    SECTIONS,
+)
 from ..wire.fields import INT32_MAX
 from ..wire.k8ssyntax import check_dns_label
 from ..wire.kinds import JobKind
@@ -64,16 +72,55 @@ def _role(path: str, value: object) -> dict[str, Any]:
     if "gpuResourceName" in spec and (not isinstance(spec["gpuResourceName"], str) or not spec["gpuResourceName"]):
         raise BuildError(f"{path}.gpuResourceName must be a non-empty string, got {spec['gpuResourceName']!r}")
     if "resources" in spec:
-        resources = _dict(f"{path}.resources", spec["resources"])
-        for side, amounts in resources.items():
-            if side not in ("requests", "limits"):
-                raise BuildError(f"{path}.resources has unknown key {side!r}; known: ['limits', 'requests']")
-            for name, quantity in _str_map(f"{path}.resources.{side}", amounts).items():
-                try:
-                    check_quantity(f"{path}.resources.{side}[{name!r}]", quantity, integer=is_integer_resource(name))
-                except (TypeError, ValueError) as e:
-                    raise BuildError(str(e)) from e
+        _resource_maps(f"{path}.resources", spec["resources"])
+    if "computeTemplate" in spec:
+        _template_name(f"{path}.computeTemplate", spec["computeTemplate"])
     return spec
+
+
+def _resource_maps(path: str, value: object) -> None:
+    resources = _dict(path, value)
+    for side, amounts in resources.items():
+        if side not in ("requests", "limits"):
+            raise BuildError(f"{path} has unknown key {side!r}; known: ['limits', 'requests']")
+        for name, quantity in _str_map(f"{path}.{side}", amounts).items():
+            try:
+                check_quantity(f"{path}.{side}[{name!r}]", quantity, integer=is_integer_resource(name))
+            except (TypeError, ValueError) as e:
+                raise BuildError(str(e)) from e
+
+
+def _template_name(path: str, value: object) -> None:
+    try:
+        check_dns_label(path, value)
+    except ValueError as e:
+        raise BuildError(str(e)) from None
+
+
+def _ray_group(path: str, value: object) -> dict[str, Any]:
+    group = copy.deepcopy(_dict(path, value))
+    unknown = set(group) - RAY_GROUP_KEYS
+    if unknown:
+        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(RAY_GROUP_KEYS)}")
+    if "computeTemplate" not in group:
+        raise BuildError(f"{path} needs a computeTemplate (explicitResources only qualify one)")
+    _template_name(f"{path}.computeTemplate", group["computeTemplate"])
+    if "explicitResources" in group:
+        _resource_maps(f"{path}.explicitResources", group["explicitResources"])
+    return group
+
+
+def _ray_groups(path: str, value: object) -> dict[str, Any]:
+    groups = _dict(path, value)
+    unknown = set(groups) - {"head", "workers"}
+    if unknown:
+        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: ['head', 'workers']")
+    out: dict[str, Any] = {"workers": {}}
+    if "head" in groups:
+        out["head"] = _ray_group(f"{path}.head", groups["head"])
+    for name, spec in _dict(f"{path}.workers", groups.get("workers") or {}).items():
+        out["workers"][name] = _ray_group(f"{path}.workers.{name}", spec)
+    return out
 
 
 def parse_extension(custom: Mapping[str, Any], kind: JobKind) -> dict[str, Any]:
@@ -117,6 +164,8 @@ def parse_extension(custom: Mapping[str, Any], kind: JobKind) -> dict[str, Any]:
         out["runPolicy"][key] = item
     if "queue" in ext:
         out["queue"] = _queue(f"{EXTENSION_KEY}.queue", ext["queue"])
+    if "rayGroups" in ext:
+        out["rayGroups"] = _ray_groups(f"{EXTENSION_KEY}.rayGroups", ext["rayGroups"])
     return out
 
 

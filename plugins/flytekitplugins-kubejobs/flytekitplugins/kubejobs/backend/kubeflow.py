@@ -12,11 +12,12 @@ from flyteidl.plugins import tensorflow_pb2 as tensorflow_v0
 from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2, tensorflow_pb2
 
 from .builders import BuildContext, BuiltSpec, builds
+from .computetemplates import group_gpu_name, lay_template, resolve_template, split_idl
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import apply_role_extension, apply_run_policy_extension, parse_extension
 from .pods import build_pod, primary_container
-from .resources import apply_platform_defaults, idl_to_k8s
+from .resources import apply_platform_defaults, idl_to_k8s, merge_resources
 
 __all__: list[str] = []  # the builders register themselves (``builders.builds``)
 
@@ -57,20 +58,42 @@ def _check_replicas(what: str, count: int) -> int:
 def _replica_spec(ctx: BuildContext, role_name: str, role: Optional[_Role], ext: dict[str, Any]) -> dict[str, Any]:
     """``ToReplicaSpec`` (role None: v0, task settings only) or ``ToReplicaSpecWithOverrides``."""
     role_ext = ext.get("replicaSpecs", {}).get(role_name, {})
-    gpu_name = role_ext.get("gpuResourceName") or ctx.config.k8s.gpu_resource_name
-    role_resources = None
+    template = None
+    if "computeTemplate" in role_ext:
+        template = resolve_template(ctx.config.compute_templates, role_name, role_ext["computeTemplate"])
+        gpu_name = group_gpu_name(template, role_ext.get("gpuResourceName"), ctx.config.k8s.gpu_resource_name)
+    else:
+        gpu_name = role_ext.get("gpuResourceName") or ctx.config.k8s.gpu_resource_name
+    field = f"{role_name}.resources"
+    explicit = None
     if role is not None and role.resources is not None and (role.resources.requests or role.resources.limits):
-        field = f"{role_name}.resources"
-        role_resources = apply_platform_defaults(
-            field, idl_to_k8s(field, role.resources, gpu_name), ctx.config.k8s, gpu_name
-        )
+        explicit = idl_to_k8s(field, role.resources, gpu_name)
+    extra_resources = role_ext.get("resources")
+    if template is not None:
+        # As a ComputeTemplate object would have been serialized: the template's amounts under the role's own
+        # (IDL names as role resources, the others as extension resources), its pod settings before the role's.
+        merged = lay_template(role_name, template, merge_resources(explicit or {}, extra_resources or {}), gpu_name)
+        explicit, extras = split_idl(merged, gpu_name)
+        if not any(explicit.values()):
+            explicit = None
+        extra_resources = extras if any(extras.values()) else None
+        role_ext = dict(role_ext)
+        selector = {**template.node_selector, **role_ext.get("nodeSelector", {})}
+        if selector:
+            role_ext["nodeSelector"] = selector
+        tolerations = [*copy.deepcopy(list(template.tolerations)), *role_ext.get("tolerations", [])]
+        if tolerations:
+            role_ext["tolerations"] = tolerations
+    role_resources = None
+    if explicit is not None:
+        role_resources = apply_platform_defaults(field, explicit, ctx.config.k8s, gpu_name)
     pod = build_pod(
         ctx.template,
         ctx.metadata,
         ctx.config,
         container_name=ctx.name,
         role_resources=role_resources,
-        extra_resources=role_ext.get("resources"),
+        extra_resources=extra_resources,
         gpu_name=gpu_name,
         template_vars=ctx.template_vars,
     )

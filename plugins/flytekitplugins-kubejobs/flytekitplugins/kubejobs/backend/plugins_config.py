@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..k8sobjects import to_k8s_dict, to_k8s_list
+from ..wire.compute import TemplateSet
 from ..wire.extension import DEFAULT_GPU_RESOURCE_NAME
 from ..wire.fields import check_str, check_str_map
 from ..wire.quantity import check_quantity
@@ -282,6 +283,10 @@ class BackendConfig:
     #: ``@task(pod_template_name=...)`` and ``plugins.k8s.default-pod-template-name``; the connector, which
     #: reads the cluster, fills it. Pure building never looks anything up.
     pod_templates: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The compute templates tasks may name (``computeTemplate``), as stored in the cluster; the connector fills
+    #: it at create time from its watch cache (``kubejobs render`` from a file or the cluster). Empty, with no
+    #: source, by default: a task naming one is a ``BuildError`` saying no templates were given.
+    compute_templates: TemplateSet = field(default_factory=TemplateSet)
 
     @classmethod
     def from_flyte_config(cls, plugins: Mapping[str, Any], crd_dir: Optional[str] = None) -> BackendConfig:

@@ -7,11 +7,13 @@ import binascii
 import copy
 import json
 import shlex
-from typing import Any
+from typing import Any, Optional
 
 from flyteidl.plugins import ray_pb2
 
+from ..wire.extension import DEFAULT_GPU_RESOURCE_NAME
 from .builders import BuildContext, BuiltSpec, builds
+from .computetemplates import apply_template_pod_settings, check_within_limits, lay_template, resolve_template
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import parse_extension
@@ -64,8 +66,46 @@ def _worker_params(task: dict[str, str], ray: RayConfig) -> dict[str, str]:
     return params
 
 
+def _apply_named_template(ctx: BuildContext, owner: str, spec: dict[str, Any], container: str, group: Any) -> None:
+    """A group's named compute template (``kubejobs.rayGroups``) laid over its pod as an object's would have been
+    in its k8sPod: over the container's resources (the pod template's, merged with the group's own), under the
+    group's own requests/limits (``explicitResources``, whose ``gpu`` is the template's accelerator)."""
+    template = resolve_template(ctx.config.compute_templates, owner, group["computeTemplate"])
+    gpu = template.gpu_resource_name
+    explicit: dict[str, dict[str, str]] = {
+        side: {gpu if name == "gpu" else name: v for name, v in values.items()}
+        for side, values in (group.get("explicitResources") or {}).items()
+    }
+    ray = next(c for c in spec["containers"] if c.get("name") == container)
+    current = copy.deepcopy(ray.get("resources") or {})
+    if not isinstance(current, dict) or not all(isinstance(current.get(k) or {}, dict) for k in ("requests", "limits")):
+        raise BuildError(f"{owner}: the {container} container's resources must be an object of requests and limits")
+    asked_gpu = any("gpu" in values for values in (group.get("explicitResources") or {}).values())
+    if asked_gpu and gpu != DEFAULT_GPU_RESOURCE_NAME:
+        # The k8sPod wrote the group's own GPU count under the default accelerator, as a stock backend reads it;
+        # under this template it means the template's accelerator.
+        for side in ("requests", "limits"):
+            (current.get(side) or {}).pop(DEFAULT_GPU_RESOURCE_NAME, None)
+    base = {side: dict(current.get(side) or {}) for side in ("requests", "limits")}
+    laid = lay_template(owner, template, explicit, gpu)
+    resources = dict(current)
+    for side in ("requests", "limits"):
+        merged = {**base[side], **laid[side]}
+        if merged:
+            resources[side] = merged
+    check_within_limits(owner, template.name, resources)
+    ray["resources"] = resources
+    apply_template_pod_settings(spec, template)
+
+
 def _group_template(
-    ctx: BuildContext, base: BasePod, container: str, env: list[dict[str, Any]], k8s_pod: Any, head: bool
+    ctx: BuildContext,
+    base: BasePod,
+    container: str,
+    env: list[dict[str, Any]],
+    k8s_pod: Any,
+    head: bool,
+    named: Optional[tuple[str, Any]] = None,
 ) -> dict[str, Any]:
     spec = copy.deepcopy(base.spec)
     primary = primary_container(spec, base.primary)
@@ -93,6 +133,8 @@ def _group_template(
         if k8s_pod.HasField("pod_spec"):
             merge_overlay_pod_spec(spec, struct_to_dict(k8s_pod.pod_spec, f"{container} k8sPod.podSpec"))
         labels, annotations = dict(k8s_pod.metadata.labels), dict(k8s_pod.metadata.annotations)
+    if named is not None:
+        _apply_named_template(ctx, named[0], spec, container, named[1])
     add_extended_resource_tolerations(spec, ctx.config.k8s)
     k8s, md = ctx.config.k8s, ctx.metadata
     return {
@@ -173,7 +215,8 @@ def _shutdown_and_ttl(job: Any, ray: RayConfig) -> tuple[bool, int]:
 def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
     """The RayJob ``spec`` and the labels and annotations the job object itself gets."""
     custom = custom_dict(ctx.template)
-    parse_extension(custom, ctx.kind)  # a RayJob honours no section yet: anything under the key is refused
+    ext = parse_extension(custom, ctx.kind)  # sections a RayJob does not honour are refused here
+    named = ext.get("rayGroups", {"workers": {}})
     job = decode_custom(custom, ray_pb2.RayJob(), "ray custom")
     if not job.HasField("ray_cluster"):
         raise BuildError("invalid TaskSpecification: the ray custom has no rayCluster")  # Flyte panics here
@@ -198,7 +241,15 @@ def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
             "serviceType": ray.service_type,
             "enableIngress": ray.enable_ingress,
             "rayStartParams": _head_params(dict(head_msg.ray_start_params), ray),
-            "template": _group_template(ctx, base, "ray-head", head_env, head_pod, head=True),
+            "template": _group_template(
+                ctx,
+                base,
+                "ray-head",
+                head_env,
+                head_pod,
+                head=True,
+                named=("head group", named["head"]) if "head" in named else None,
+            ),
         },
         "enableInTreeAutoscaling": cluster.enable_autoscaling,
     }
@@ -221,9 +272,22 @@ def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
                 "minReplicas": min(group.min_replicas, group.replicas),
                 "maxReplicas": max(group.max_replicas, group.replicas),
                 "rayStartParams": _worker_params(dict(group.ray_start_params), ray),
-                "template": _group_template(ctx, base, "ray-worker", _worker_env(), pod, head=False),
+                "template": _group_template(
+                    ctx,
+                    base,
+                    "ray-worker",
+                    _worker_env(),
+                    pod,
+                    head=False,
+                    named=(f"worker group {group.group_name!r}", named["workers"][group.group_name])
+                    if group.group_name in named["workers"]
+                    else None,
+                ),
             }
         )
+    missing = sorted(set(named["workers"]) - seen)
+    if missing:
+        raise BuildError(f"kubejobs.rayGroups.workers names groups the ray custom does not have: {missing}")
     if groups:
         cluster_spec["workerGroupSpecs"] = groups
     if cluster.HasField("autoscaler_options"):

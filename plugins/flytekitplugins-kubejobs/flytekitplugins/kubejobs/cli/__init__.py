@@ -6,12 +6,15 @@
     kubectl apply --dry-run=server -f job.yaml
     kubejobs validate job.yaml --crd-dir crds/      # or --from-cluster
     kubejobs serve --tls-cert-file tls.crt --tls-key-file tls.key
+    kubejobs templates create a100x8 --cpu 8 --memory 64Gi --gpu 8 --node-selector pool=a100
+    kubejobs templates list | get NAME | delete NAME
 
 ``render`` serializes a task as ``pyflyte register`` would, builds its object with this project's backend
 for an example execution, validates it and prints it. ``validate`` checks PyTorchJob / TFJob / MPIJob /
 RayJob manifests (multi-document YAML or JSON). ``serve`` runs the connector's gRPC server as
-``pyflyte serve connector`` does, with TLS as an option (``connector/server.py``). Failures are one line
-each and exit with status 1.
+``pyflyte serve connector`` does, with TLS as an option (``connector/server.py``). ``templates`` manages the
+compute templates tasks name (labelled ConfigMaps in the connector's namespace, ``wire/compute.py``). Failures are
+one line each and exit with status 1.
 flytekit, the kubernetes client and jsonschema are imported only by the command that needs them.
 """
 
@@ -48,6 +51,7 @@ __all__ = [
     "main",
     "render",
     "serve",
+    "templates",
     "to_version_0",
     "validate",
 ]
@@ -71,6 +75,21 @@ def _no_schemas_note(console: Console) -> None:
         "(not unknown fields, types or ranges)"
     )
 
+
+def _default_templates_namespace() -> str:
+    from ..wire.compute import DEFAULT_TEMPLATES_NAMESPACE
+
+    return DEFAULT_TEMPLATES_NAMESPACE
+
+
+_templates_namespace_option = click.option(
+    "--templates-namespace",
+    "templates_namespace",
+    default=_default_templates_namespace,
+    envvar="KUBEJOBS_TEMPLATES_NAMESPACE",
+    show_default="flyte, the connector's namespace in deploy/",
+    help="Namespace of the compute template ConfigMaps [env KUBEJOBS_TEMPLATES_NAMESPACE].",
+)
 
 _crd_dir_option = click.option(
     "--crd-dir",
@@ -117,6 +136,18 @@ def main() -> None:
 )
 @_crd_dir_option
 @click.option("--image", default=None, help="Default container image (default: flytekit's default image).")
+@click.option(
+    "--templates",
+    "templates_file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Compute templates the task may name (template documents or their ConfigMaps, YAML/JSON).",
+)
+@click.option(
+    "--from-cluster",
+    is_flag=True,
+    help="Read the compute templates the task names from the cluster (kubeconfig), as the connector does.",
+)
+@_templates_namespace_option
 @click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
 def render(
     file: Path,
@@ -126,14 +157,29 @@ def render(
     config_path: Optional[str],
     crd_dir: Optional[str],
     image: Optional[str],
+    templates_file: Optional[str],
+    from_cluster: bool,
+    templates_namespace: str,
     output: str,
 ) -> None:
     """Print the object TASK in FILE would create, ready for `kubectl apply --dry-run=server -f -`."""
+    from dataclasses import replace
+
     from ..backend import BackendConfig, build_object
     from ..schema import ObjectInvalid, validate_object
+    from ..wire.compute import TemplateSet
+    from .templates import TemplateApi, templates_from_file
 
     console = _err()
+    if templates_file and from_cluster:
+        fail("give either --templates or --from-cluster, not both")
     config = BackendConfig.from_yaml(config_path) if config_path else BackendConfig()
+    if templates_file:
+        specs = templates_from_file(templates_file)
+        config = replace(config, compute_templates=TemplateSet({t.name: t for t in specs}, source=templates_file))
+    elif from_cluster:
+        with TemplateApi(templates_namespace) as api:
+            config = replace(config, compute_templates=api.list())
     template = serialize(load_task(file, task), image)
     check_renderable(task, template, type_version)
     if type_version is not None and int(type_version) != template.task_type_version:
@@ -238,3 +284,127 @@ def serve(
     mode = f"TLS ({tls.cert})" if tls is not None else "plaintext"
     click.echo(f"kubejobs connector: gRPC on port {port} ({mode}), metrics on port {prometheus_port}")
     asyncio.run(serve_connector(port, prometheus_port, workers, tls))
+
+
+@main.group()
+def templates() -> None:
+    """Compute templates tasks name (`compute_template="a100x8"`), stored as labelled ConfigMaps."""
+
+
+_namespace_option = click.option(
+    "-n",
+    "--namespace",
+    "namespace",
+    default=_default_templates_namespace,
+    envvar="KUBEJOBS_TEMPLATES_NAMESPACE",
+    show_default="flyte, the connector's namespace in deploy/",
+    help="Namespace of the template ConfigMaps (the connector's) [env KUBEJOBS_TEMPLATES_NAMESPACE].",
+)
+
+
+@templates.command("create")
+@click.argument("name", required=False)
+@click.option("-f", "--file", "file", type=click.Path(dir_okay=False, allow_dash=True), help="Templates (YAML/JSON).")
+@click.option("--cpu", default=None, help="CPU quantity (request = limit), e.g. 8 or 500m.")
+@click.option("--memory", default=None, help="Memory quantity, e.g. 64Gi.")
+@click.option("--gpu", type=click.IntRange(min=0), default=0, help="GPU count.")
+@click.option("--gpu-resource-name", default=None, help="Accelerator resource name (default nvidia.com/gpu).")
+@click.option("--extended-resource", multiple=True, metavar="NAME=QTY", help="Extended resource (repeatable).")
+@click.option("--toleration", multiple=True, metavar="KEY[=VALUE][:EFFECT]|JSON", help="Toleration (repeatable).")
+@click.option("--node-selector", multiple=True, metavar="KEY=VALUE", help="Node selector label (repeatable).")
+@click.option("--replace", is_flag=True, help="Overwrite a template of the same name.")
+@_namespace_option
+def templates_create(
+    name: Optional[str],
+    file: Optional[str],
+    cpu: Optional[str],
+    memory: Optional[str],
+    gpu: int,
+    gpu_resource_name: Optional[str],
+    extended_resource: tuple[str, ...],
+    toleration: tuple[str, ...],
+    node_selector: tuple[str, ...],
+    replace: bool,
+    namespace: str,
+) -> None:
+    """Create template NAME from flags, or every template of --file; validated before anything is written."""
+    from .templates import TemplateApi, template_from_flags, templates_from_file
+
+    flags = cpu or memory or gpu or gpu_resource_name or extended_resource or toleration or node_selector
+    if file is not None:
+        if name or flags:
+            fail("give either --file or NAME with flags, not both")
+        specs = templates_from_file(file)
+    elif name is None:
+        fail("give a template NAME (with flags) or --file")
+    else:
+        specs = [
+            template_from_flags(name, cpu, memory, gpu, gpu_resource_name, extended_resource, toleration, node_selector)
+        ]
+    with TemplateApi(namespace) as api:
+        for spec in specs:
+            click.echo(api.create(spec, replace))
+
+
+@templates.command("list")
+@_namespace_option
+@click.option("-o", "--output", type=click.Choice(["table", "yaml", "json"]), default="table", show_default=True)
+def templates_list(namespace: str, output: str) -> None:
+    """List the templates of the namespace, as the connector sees them (invalid ones say why)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .templates import TemplateApi
+
+    with TemplateApi(namespace) as api:
+        found = api.list()
+    if output != "table":
+        docs = [t.to_document() for _, t in sorted(found.templates.items())]
+        docs += [{"name": name, "invalid": why} for name, why in sorted(found.invalid.items())]
+        click.echo(dump(docs, output), nl=False)
+        return
+    table = Table("NAME", "CPU", "MEMORY", "GPU", "NODE SELECTOR", "TOLERATIONS", "STATUS", box=None)
+    for name in sorted({*found.templates, *found.invalid}):
+        spec = found.templates.get(name)
+        if spec is None:
+            table.add_row(name, "", "", "", "", "", _escape(f"invalid: {found.invalid[name]}"))
+            continue
+        gpu = f"{spec.gpu} {spec.gpu_resource_name}" if spec.gpu else ""
+        selector = ",".join(f"{k}={v}" for k, v in spec.node_selector.items())
+        table.add_row(name, spec.cpu or "", spec.memory or "", gpu, _escape(selector), str(len(spec.tolerations)), "ok")
+    if not found.templates and not found.invalid:
+        _err().print(f"no compute templates in namespace {namespace}")
+        return
+    Console(highlight=False, soft_wrap=True, width=200).print(table)
+
+
+@templates.command("get")
+@click.argument("name")
+@_namespace_option
+@click.option("-o", "--output", type=click.Choice(["yaml", "json", "configmap"]), default="yaml", show_default=True)
+def templates_get(name: str, namespace: str, output: str) -> None:
+    """Print template NAME (its document; -o configmap: the stored ConfigMap)."""
+    from ..wire.compute import parse_configmap
+    from .templates import TemplateApi
+
+    with TemplateApi(namespace) as api:
+        found = api.get(name)
+    if output == "configmap":
+        click.echo(dump(found, "yaml"), nl=False)
+        return
+    try:
+        spec = parse_configmap(found, namespace)
+    except (TypeError, ValueError) as e:
+        fail(f"compute template {name!r} is invalid: {e}")
+    click.echo(dump(spec.to_document(), output), nl=False)
+
+
+@templates.command("delete")
+@click.argument("name")
+@_namespace_option
+def templates_delete(name: str, namespace: str) -> None:
+    """Delete template NAME (only a ConfigMap carrying the template label)."""
+    from .templates import TemplateApi
+
+    with TemplateApi(namespace) as api:
+        click.echo(api.delete(name))

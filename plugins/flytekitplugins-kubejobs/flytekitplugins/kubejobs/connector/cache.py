@@ -35,7 +35,7 @@ from .errors import ApiError, Forbidden, Gone
 
 if TYPE_CHECKING:
     from ..wire.kinds import JobKind
-    from .client import KubeClient
+    from .client import KubeClient, Watched
 
 __all__ = ["Informer", "JobCache", "Lookup", "slim"]
 
@@ -83,9 +83,19 @@ class Lookup:
 class Informer:
     """List + watch of one kind in one namespace, kept in memory by a daemon thread."""
 
-    def __init__(self, client: KubeClient, kind: JobKind, namespace: str, selector: str, max_objects: int):
+    def __init__(
+        self,
+        client: KubeClient,
+        kind: Watched,
+        namespace: str,
+        selector: str,
+        max_objects: int,
+        keep: Callable[[Obj], Obj] = slim,
+    ):
         self.client, self.kind, self.namespace, self.selector = client, kind, namespace, selector
         self.max_objects = max_objects
+        #: What of each object is kept (jobs: ``slim``; compute template ConfigMaps: metadata and data).
+        self.keep = keep
         self.synced = threading.Event()
         self.relists = 0
         #: The 403 that stopped this informer (None while it runs, or when it was stopped otherwise).
@@ -134,6 +144,13 @@ class Informer:
             obj = self._objects.get(name)
             return Lookup(obj=obj)
 
+    def snapshot(self) -> Optional[list[Obj]]:
+        """Every object held (the kept parts), or None until the first list completed and once stopped."""
+        if not self.synced.is_set() or self._stop.is_set():
+            return None
+        with self._lock:
+            return list(self._objects.values())
+
     # -- the thread ------------------------------------------------------------------------------------
     def _put(self, obj: Obj) -> None:
         meta = obj.get("metadata") if isinstance(obj, dict) else None
@@ -142,7 +159,7 @@ class Informer:
             log.warning("cache for %s/%s: skipping a malformed object", self.kind.plural, self.namespace)
             return
         if name in self._objects or len(self._objects) < self.max_objects:
-            self._objects[name] = slim(obj)
+            self._objects[name] = self.keep(obj)
 
     def _forget(self, name: str) -> None:
         self._objects.pop(name, None)

@@ -24,7 +24,8 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 
 from .errors import ApiError, ApiUnavailable, NotFound, api_error
 from .retry import RetryPolicy
@@ -33,11 +34,25 @@ if TYPE_CHECKING:
     from ..wire.kinds import JobKind
     from .settings import ConnectorSettings
 
-__all__ = ["ApiError", "KubeClient"]
+__all__ = ["CONFIGMAPS", "ApiError", "CoreResource", "KubeClient"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CoreResource:
+    """A core-group (``/api/v1``) resource the connector reads besides its job kinds."""
+
+    plural: str
+    group: str = ""
+    version: str = "v1"
+
+
+#: The ConfigMaps holding compute templates (read, listed and watched in the connector's own namespace only).
+CONFIGMAPS = CoreResource("configmaps")
+Watched = Union["JobKind", CoreResource]
 
 
 def _as_obj(value: object) -> Obj:
@@ -237,12 +252,41 @@ class KubeClient:
         body = await self._call(fn)
         return list(body.get("items") or [])
 
+    async def list_configmaps(self, namespace: str, selector: str) -> list[Obj]:
+        """The ConfigMaps of ``namespace`` matching ``selector``, as JSON dicts (the compute templates, when the
+        cache is off or not synced yet)."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self._api_client)
+
+        def fn() -> Obj:
+            response: Any = core.list_namespaced_config_map(
+                namespace, label_selector=selector, _request_timeout=self._timeout, _preload_content=False
+            )
+            return _as_obj(json.loads(response.data))
+
+        body = await self._call(fn)
+        return list(body.get("items") or [])
+
+    def _core_list(self, resource: CoreResource, namespace: str, **kwargs: Any) -> Any:
+        """``GET /api/v1/namespaces/<ns>/<plural>`` through the cache's client (raw response, not preloaded)."""
+        from kubernetes import client
+
+        if resource.plural != CONFIGMAPS.plural:
+            raise ValueError(f"the connector reads no core resource {resource.plural!r}")
+        return client.CoreV1Api(self._cache_api_client).list_namespaced_config_map(
+            namespace, _preload_content=False, **kwargs
+        )
+
     def list_sync(
-        self, kind: JobKind, namespace: str, selector: str, stop: Optional[threading.Event] = None
+        self, kind: Watched, namespace: str, selector: str, stop: Optional[threading.Event] = None
     ) -> tuple[list[Obj], str]:
         """All objects matching ``selector`` and the list's resourceVersion."""
 
         def fn() -> Obj:
+            if isinstance(kind, CoreResource):
+                raw = self._core_list(kind, namespace, label_selector=selector, _request_timeout=self._timeout)
+                return _as_obj(json.loads(raw.data))
             return _as_obj(
                 self._cache_api.list_namespaced_custom_object(
                     kind.group,
@@ -257,21 +301,21 @@ class KubeClient:
         body = self.call_sync(fn, stop)
         return list(body.get("items") or []), str(body.get("metadata", {}).get("resourceVersion", ""))
 
-    def open_watch(self, kind: JobKind, namespace: str, selector: str, resource_version: str) -> Any:
+    def open_watch(self, kind: Watched, namespace: str, selector: str, resource_version: str) -> Any:
         """Start a watch (one request of ``watch_timeout`` seconds); returns the raw HTTP response."""
+        options: dict[str, Any] = {
+            "label_selector": selector,
+            "watch": True,
+            "resource_version": resource_version,
+            "allow_watch_bookmarks": True,
+            "timeout_seconds": max(1, int(self.settings.watch_timeout)),
+            "_request_timeout": (self.settings.connect_timeout, self.settings.watch_timeout + self._timeout[1]),
+        }
         try:
+            if isinstance(kind, CoreResource):
+                return self._core_list(kind, namespace, **options)
             return self._cache_api.list_namespaced_custom_object(
-                kind.group,
-                kind.version,
-                namespace,
-                kind.plural,
-                label_selector=selector,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=max(1, int(self.settings.watch_timeout)),
-                _preload_content=False,
-                _request_timeout=(self.settings.connect_timeout, self.settings.watch_timeout + self._timeout[1]),
+                kind.group, kind.version, namespace, kind.plural, _preload_content=False, **options
             )
         except Exception as exc:
             raise _to_api_error(exc) from None

@@ -203,7 +203,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         pods = (template_pb.container, template_pb.k8s_pod, template_pb.custom, meta_pb.overrides.pod_template)
         found = placeholders.found_placeholders(b"".join(part.SerializeToString() for part in pods))
         template_vars = placeholders.values(found, output_prefix, inputs, object_name_for(template_pb, meta_pb))
-        obj = build_object(template_pb, meta_pb, await rt.build_config(), template_vars=template_vars)
+        obj = build_object(template_pb, meta_pb, await rt.config_for(template_pb), template_vars=template_vars)
         kind = kind_of(obj["kind"])  # the task type's v1 kind, or the TrainJob the backend targets instead
         metadata = obj["metadata"]
         namespace = rt.check_namespace(metadata.get("namespace") or meta_pb.namespace or "default")

@@ -41,6 +41,10 @@ class Runtime:
         self.backend: BackendConfig = settings.backend_config
         self.ownership: Ownership = Ownership.from_file(settings.ownership_key_file)
         self.client = client or KubeClient(settings)
+        from .templates import TemplateStore
+
+        #: The compute templates tasks may name (labelled ConfigMaps of the connector's own namespace).
+        self.templates = TemplateStore(self.client, str(settings.templates_namespace), cached=settings.cache)
         self._build_config: Optional[BackendConfig] = None
         self.cache: Optional[JobCache] = (
             JobCache(
@@ -107,9 +111,22 @@ class Runtime:
         except NotFound:
             return None
 
+    async def config_for(self, template: Any) -> BackendConfig:
+        """``build_config()``, with the stored compute templates when the task names any (read only then, so a
+        task naming none needs no ConfigMap access)."""
+        config = await self.build_config()
+        from ..backend.computetemplates import named_templates
+
+        if not named_templates(template):
+            return config
+        from dataclasses import replace
+
+        return replace(config, compute_templates=await self.templates.snapshot())
+
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
+        self.templates.close()
         self.client.close()
 
 

@@ -12,6 +12,7 @@
       ownership-key-file: /var/run/secrets/kubejobs/ownership/key   # owner label HMAC key (a Secret)
       pod-security: baseline                   # privileged | baseline | restricted (Pod Security Standards)
       input-prefixes: [s3://my-flyte-bucket/metadata/]   # where pod-template tasks' inputs.pb may be written
+      templates-namespace: flyte               # where the compute template ConfigMaps are (default: the pod's own)
       request-timeout: 10s
       watch-timeout: 5m
     plugins:                                   # the plugins: section of the FlytePropeller config
@@ -40,9 +41,11 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 if TYPE_CHECKING:
     from ..backend import BackendConfig
 
-__all__ = ["CONFIG_ENV", "ConnectorSettings"]
+__all__ = ["CONFIG_ENV", "SERVICE_ACCOUNT_NAMESPACE_FILE", "ConnectorSettings", "own_namespace"]
 
 CONFIG_ENV = "KUBEJOBS_CONNECTOR_CONFIG"
+#: Where a pod finds its own namespace (the service account's projected files).
+SERVICE_ACCOUNT_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 _ENV_PREFIX = "KUBEJOBS_CONNECTOR_"
 _TOP_LEVEL = frozenset({"connector", "plugins", "pod-templates", "crd-dir"})
 _COUNTS = ("cache_max_objects", "cache_max_informers", "retry_attempts", "workers")
@@ -102,6 +105,9 @@ class ConnectorSettings:
     input_prefixes: tuple[str, ...] = ()
     #: File holding the key of the ownership label's HMAC (a mounted Secret); None: a random per-process key.
     ownership_key_file: Optional[str] = None
+    #: The namespace whose labelled ConfigMaps are the compute templates tasks may name (read there only). None:
+    #: the connector pod's own namespace (its service account's ``namespace`` file), else ``flyte`` (deploy/'s).
+    templates_namespace: Optional[str] = None
     backend: Optional[BackendConfig] = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +134,12 @@ class ConnectorSettings:
         from ..backend.podsecurity import check_level
 
         check_level("ConnectorSettings.pod_security", self.pod_security)
+        from ..wire.k8ssyntax import check_dns_label
+
+        namespace = self.templates_namespace if self.templates_namespace is not None else own_namespace()
+        object.__setattr__(
+            self, "templates_namespace", check_dns_label("ConnectorSettings.templates_namespace", namespace)
+        )
 
     @property
     def backend_config(self) -> BackendConfig:
@@ -189,6 +201,17 @@ class ConnectorSettings:
         env = os.environ if env is None else env
         path = env.get(CONFIG_ENV)
         return cls.from_yaml(Path(path), env) if path else cls.from_mapping({}, env)
+
+
+def own_namespace(path: str = SERVICE_ACCOUNT_NAMESPACE_FILE) -> str:
+    """The connector pod's namespace (its service account's ``namespace`` file), else ``flyte`` (deploy/'s)."""
+    from ..wire.compute import DEFAULT_TEMPLATES_NAMESPACE
+
+    try:
+        found = Path(path).read_text().strip()
+    except OSError:
+        return DEFAULT_TEMPLATES_NAMESPACE
+    return found or DEFAULT_TEMPLATES_NAMESPACE
 
 
 def _pod_templates(manifests: object) -> dict[str, Any]:

@@ -15,8 +15,16 @@ translating them::
           "env": [{"name": "A", "value": "1"}],
           "volumes": [{...}], "volumeMounts": [{...}],
           "gpuResourceName": "amd.com/gpu",  # the accelerator the IDL's GPU count means
-          "resources": {"requests": {"example.com/fpga": "1"}, "limits": {...}}  # names the IDL lacks
+          "resources": {"requests": {"example.com/fpga": "1"}, "limits": {...}},  # names the IDL lacks
+          "computeTemplate": "a100x8"        # a compute template stored in the cluster, by name
         }
+      },
+      "rayGroups": {                         # Ray: per group, what its k8sPod cannot say
+        "head": {"computeTemplate": "cpu-large"},
+        "workers": {"gpu": {"computeTemplate": "a100x8",
+                            # the group's own requests/limits (also in its k8sPod, merged with the pod
+                            # template's): they win over the template; "gpu" is the template's accelerator
+                            "explicitResources": {"requests": {"cpu": "4", "gpu": "1"}, "limits": {...}}}}
       },
       "runPolicy": {"suspend": true, "backoffLimit": 0,
                     "schedulingPolicy": {"minAvailable": 3, "queue": "q", "priorityClass": "high"}},
@@ -24,11 +32,17 @@ translating them::
     }
 
 Which sections a kind honours is ``JobKind.extension_sections`` (``wire.kinds``): the Training Operator
-kinds take all three; a RayJob only ``queue`` (its groups carry pod settings in their ``k8s_pod``), so a Ray
-custom with ``replicaSpecs`` or ``runPolicy`` under the key is refused.
+kinds take ``replicaSpecs``, ``runPolicy`` and ``queue``; a RayJob ``queue`` and ``rayGroups`` (its groups
+carry pod settings in their ``k8s_pod``), so a Ray custom with ``replicaSpecs`` or ``runPolicy`` under the key
+is refused.
+
+``computeTemplate`` names a template stored in the cluster (``wire.compute``): this project's connector
+resolves it at create time with the precedence of ``ComputeTemplate`` objects (pod template < template <
+explicit requests/limits; node selectors merge, template keys winning; tolerations appended). A stock backend
+ignores the name, so the role runs without the template (serialization warns).
 
 >>> sorted(ROLE_KEYS)[:3]
-['affinity', 'env', 'gpuResourceName']
+['affinity', 'computeTemplate', 'env']
 """
 
 from __future__ import annotations
@@ -41,11 +55,14 @@ __all__ = [
     "EXTENSION_VERSION",
     "IDL_RESOURCE_NAMES",
     "QUEUE_KEYS",
+    "RAY_GROUP_KEYS",
     "ROLE_KEYS",
     "RUN_POLICY_KEYS",
     "SECTIONS",
     "Extension",
     "QueueExtension",
+    "RayGroupExtension",
+    "RayGroupsExtension",
     "RoleExtension",
     "RunPolicyExtension",
 ]
@@ -77,6 +94,7 @@ class RoleExtension(TypedDict, total=False):
     volumeMounts: list[dict[str, Any]]
     gpuResourceName: str
     resources: ResourceMaps
+    computeTemplate: str
 
 
 class RunPolicyExtension(TypedDict, total=False):
@@ -90,15 +108,27 @@ class QueueExtension(TypedDict, total=False):
     priorityClass: str
 
 
+class RayGroupExtension(TypedDict, total=False):
+    computeTemplate: str
+    explicitResources: ResourceMaps
+
+
+class RayGroupsExtension(TypedDict, total=False):
+    head: RayGroupExtension
+    workers: dict[str, RayGroupExtension]
+
+
 class Extension(TypedDict, total=False):
     version: int
     replicaSpecs: dict[str, RoleExtension]
     runPolicy: RunPolicyExtension
     queue: QueueExtension
+    rayGroups: RayGroupsExtension
 
 
 #: The keys each part may hold; the backend refuses any other.
 ROLE_KEYS = frozenset(RoleExtension.__annotations__)
 RUN_POLICY_KEYS = frozenset(RunPolicyExtension.__annotations__)
 QUEUE_KEYS = frozenset(QueueExtension.__annotations__)
+RAY_GROUP_KEYS = frozenset(RayGroupExtension.__annotations__)
 SECTIONS = frozenset(Extension.__annotations__) - {"version"}

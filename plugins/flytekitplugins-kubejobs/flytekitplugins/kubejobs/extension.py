@@ -108,6 +108,7 @@ def warn_extension_once(task_kind: str, extension: Extension, defined_at: Option
         {key for spec in extension.get("replicaSpecs", {}).values() for key in spec}
         | {f"runPolicy.{key}" for key in extension.get("runPolicy", {})}
         | ({"queue"} if "queue" in extension else set())
+        | {f"rayJob.{key}" for key in extension.get("rayJob", {})}
     )
     warn_user(
         f"{task_kind}: {', '.join(used)} travel under the '{EXTENSION_KEY}' key of the task's custom. "

@@ -12,17 +12,19 @@ as ``runtimeEnvYaml`` and base64 JSON ``runtimeEnv`` (KubeRay < 1.1), shutdown a
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from typing import Any, Optional, cast
 
 from flyteidl.core import literals_pb2, tasks_pb2
 from flyteidl.plugins import ray_pb2
 from flytekitplugins.kubejobs.resources import resources_to_k8s
+from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY, EXTENSION_VERSION, Extension
 from google.protobuf import json_format
 
 from .task_configs import AutoscalerOptionsConfig, RayJobConfig
 
-__all__ = ["k8s_pod_to_idl", "ray_job_proto", "ray_job_custom"]
+__all__ = ["k8s_pod_to_idl", "ray_job_proto", "ray_job_custom", "ray_job_extension"]
 
 
 def k8s_pod_to_idl(pod: dict[str, Any]) -> tasks_pb2.K8sPod:
@@ -96,7 +98,26 @@ def ray_job_proto(cfg: RayJobConfig) -> ray_pb2.RayJob:
     return job
 
 
+def ray_job_extension(cfg: RayJobConfig) -> Optional[Extension]:
+    """The ``kubejobs`` extension key's value: the ``rayJob`` section of the settings flyteidl's RayJob lacks,
+    or None when there are none (the custom is then exactly flytekitplugins-ray's)."""
+    section = cfg.ray_job_extension
+    if not section:
+        return None
+    return {"version": EXTENSION_VERSION, "rayJob": copy.deepcopy(section)}
+
+
 def ray_job_custom(cfg: RayJobConfig) -> dict[str, Any]:
-    """The task's ``custom``: ``MessageToDict`` of :func:`ray_job_proto`."""
+    """The task's ``custom``: ``MessageToDict`` of :func:`ray_job_proto`, plus the extension key when
+    :func:`ray_job_extension` has one.
+
+    >>> from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+    >>> custom = ray_job_custom(RayJobConfig([WorkerNodeConfig("w", 1)], submission_mode="HTTPMode", backoff_limit=1))
+    >>> custom["kubejobs"]
+    {'version': 1, 'rayJob': {'submissionMode': 'HTTPMode', 'backoffLimit': 1}}
+    """
     custom: dict[str, Any] = json_format.MessageToDict(ray_job_proto(cfg))
+    extension = ray_job_extension(cfg)
+    if extension is not None:
+        custom[EXTENSION_KEY] = extension
     return custom

@@ -57,8 +57,13 @@ class RayFunctionTask(PythonFunctionTask[RayJobConfig]):  # type: ignore[misc]
         return user_params
 
     def get_custom(self, settings: SerializationSettings) -> Optional[dict[str, Any]]:
-        from .serialize import ray_job_custom
+        from flytekitplugins.kubejobs.extension import warn_extension_once
 
+        from .serialize import ray_job_custom, ray_job_extension
+
+        extension = ray_job_extension(self.task_config)
+        if extension is not None:  # stock backends ignore the key: say so once, pointing at the task
+            warn_extension_once(self._RAY_TASK_TYPE, extension, defined_at=self.task_function)
         return ray_job_custom(self.task_config)
 
 

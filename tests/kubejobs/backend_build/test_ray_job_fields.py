@@ -32,7 +32,7 @@ def refused(kit: SimpleNamespace, ray_job: dict[str, Any], cluster: Any = None, 
     return str(e.value)
 
 
-COPIED = [
+COPIED: list[dict[str, Any]] = [
     {"submissionMode": "HTTPMode"},
     {"backoffLimit": 2},
     {"activeDeadlineSeconds": 600, "preRunningDeadlineSeconds": 120},

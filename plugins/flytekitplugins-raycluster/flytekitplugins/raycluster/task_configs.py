@@ -19,7 +19,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, Union
 
 from flytekit import PodTemplate, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate
@@ -346,7 +346,7 @@ class RayJobConfig:
     shutdown_after_job_finishes: bool = False
     ttl_seconds_after_finished: Optional[int] = None
     _: KW_ONLY
-    submission_mode: Optional[SubmissionMode] = None
+    submission_mode: Union[SubmissionMode, str, None] = None
     deletion_strategy: Optional[DeletionStrategy] = None
     #: Retries of the whole job on a new cluster (RayJob ``backoffLimit``; ``Retrying`` while it retries).
     backoff_limit: Optional[int] = None
@@ -472,8 +472,8 @@ class RayJobConfig:
                     "autoscaler without it"
                 )
             ext["rayClusterSpec"] = {"autoscalerOptions": extra}  # type: ignore[typeddict-item]
-        mode = ext.get("submissionMode", "K8sJobMode")
-        if mode != "K8sJobMode":
+        submission = ext.get("submissionMode", "K8sJobMode")
+        if submission != "K8sJobMode":
             given = [
                 a
                 for a in ("submitter_requests", "submitter_limits", "submitter_backoff_limit")
@@ -482,7 +482,7 @@ class RayJobConfig:
             if given:
                 raise ValueError(
                     f"RayJobConfig.{given[0]} needs submission_mode K8sJobMode (the only mode with a "
-                    f"submitter Job), got submission_mode={mode!r}"
+                    f"submitter Job), got submission_mode={submission!r}"
                 )
         if ext:
             self._check_kuberay_rules(ext)

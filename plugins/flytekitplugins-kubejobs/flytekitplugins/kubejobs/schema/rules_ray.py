@@ -112,7 +112,7 @@ def check_cluster_spec(report: Report, path: Path, cluster: object) -> None:
 
 def _check_v2_restart_policies(report: Report, path: Path, cluster: Mapping[str, Any]) -> None:
     # Autoscaler v2 replaces failed Ray nodes itself, so KubeRay wants pods that are never restarted.
-    templates = [(("headGroupSpec",), as_dict(cluster.get("headGroupSpec")))]
+    templates: list[tuple[Path, Mapping[str, Any]]] = [(("headGroupSpec",), as_dict(cluster.get("headGroupSpec")))]
     templates += [(("workerGroupSpecs", i), as_dict(g)) for i, g in enumerate(as_list(cluster.get("workerGroupSpecs")))]
     for where, group in templates:
         restart = as_dict(as_dict(group.get("template")).get("spec")).get("restartPolicy")
@@ -204,7 +204,9 @@ def _check_deletion_strategy(report: Report, spec: Mapping[str, Any], has_select
         check_policy((*where, "policy"), policy)
         by_policy = ttls.setdefault((given[0], condition[given[0]]), {})
         if policy in by_policy:
-            report.add(where, f"duplicate rule for {json_str(policy)} on {given[0]} {json_str(condition[given[0]])}")
+            report.add(
+                where, f"duplicate rule for {json_str(str(policy))} on {given[0]} {json_str(str(condition[given[0]]))}"
+            )
         by_policy[policy] = ttl
     for (key, value), by_policy in ttls.items():
         ordered = [(p, by_policy[p]) for p in _DELETION_ORDER if p in by_policy]
@@ -212,7 +214,7 @@ def _check_deletion_strategy(report: Report, spec: Mapping[str, Any], has_select
             if high < low:
                 report.add(
                     (*path, "deletionRules"),
-                    f"on {key} {json_str(value)}: the {after} TTL ({high}) must be >= the {before} TTL ({low})",
+                    f"on {key} {json_str(str(value))}: the {after} TTL ({high}) must be >= the {before} TTL ({low})",
                 )
 
 

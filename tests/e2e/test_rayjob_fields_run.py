@@ -50,7 +50,7 @@ def _items(listed: Any) -> list[Any]:
 def _rayclusters(k8s: Any, namespace: str) -> list[dict[str, Any]]:
     from kubernetes import client
 
-    listed = client.CustomObjectsApi(k8s).list_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters")
+    listed: Any = client.CustomObjectsApi(k8s).list_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters")
     return list(listed["items"])
 
 
@@ -92,7 +92,7 @@ def test_http_mode_submits_without_a_submitter_job(k8s: Any, namespace: str) -> 
     # The operator submits to the head's dashboard itself (which a simulated pod does not serve) until the
     # deadline ends the job; at no point is there a submitter Job.
     jobs = client.BatchV1Api(k8s).list_namespaced_job(namespace).items
-    assert not jobs, [j.metadata.name for j in jobs]
+    assert not jobs, [j.metadata and j.metadata.name for j in jobs]
     assert any(s.get("rayClusterName") for s in statuses), trail
     assert statuses[-1]["jobDeploymentStatus"] == "Failed" and statuses[-1]["reason"] == "DeadlineExceeded", trail
     assert phases[-1] == Phase.PERMANENT_FAILURE, (trail, phases)
@@ -130,7 +130,7 @@ def test_deletion_rule_deletes_the_cluster_and_keeps_the_rayjob(k8s: Any, namesp
     )
     assert gone is None
     # The RayJob stays: the connector reads the task's end from it (DeleteSelf is refused for that reason).
-    kept = api.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", obj["metadata"]["name"])
+    kept: Any = api.get_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", obj["metadata"]["name"])
     assert task_phase(kept).phase == Phase.PERMANENT_FAILURE
 
 

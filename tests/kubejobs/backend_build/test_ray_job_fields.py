@@ -277,3 +277,15 @@ def test_kuberay_rules_run_even_without_schema_validation(kit: SimpleNamespace) 
     template = kit.template("ray", custom({"submissionMode": "InteractiveMode", "backoffLimit": 3}), 0)
     with pytest.raises(BuildError, match="InteractiveMode"):
         build_object(template, kit.metadata(), BackendConfig(), validate=False)
+
+
+def test_a_rayjob_on_an_existing_cluster_maps_to_phases(kit: SimpleNamespace) -> None:
+    from flytekitplugins.kubejobs.backend import Phase, task_phase
+
+    obj = build(kit, {"clusterSelector": {"ray.io/cluster": "shared"}}, cluster={})
+    # No rayClusterSpec to read the head's service type from: the status mapping works without it.
+    status = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING", "rayClusterName": "shared", "jobId": "j1"}
+    info = task_phase({**obj, "status": status})
+    assert info.phase is Phase.RUNNING and info.custom_info["rayClusterName"] == "shared"
+    waiting = task_phase({**obj, "status": {"jobDeploymentStatus": "Waiting", "rayClusterName": "shared"}})
+    assert waiting.phase is Phase.QUEUED and waiting.reason == "Waiting"

@@ -90,9 +90,12 @@ SURFACE: dict[str, set[str]] = {
     "flytekitplugins.raycluster": {
         "AutoscalerOptionsConfig",
         "ComputeTemplate",
+        "DeletionRule",
+        "DeletionStrategy",
         "HeadNodeConfig",
         "RayFunctionTask",
         "RayJobConfig",
+        "SubmissionMode",
         "UpscalingMode",
         "WorkerNodeConfig",
     },

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Optional
@@ -25,6 +26,7 @@ from flytekit.tools.translator import get_serializable
 from flytekitplugins.kfoperators import PS, Chief, Elastic, MPIJob, PyTorch, RunPolicy, TfJob, Worker
 from flytekitplugins.kubejobs.backend import BackendConfig, build_object
 from flytekitplugins.kubejobs.backend.status import Phase, task_phase
+from flytekitplugins.kubejobs.userwarnings import ExtensionKeyWarning
 from flytekitplugins.raycluster import HeadNodeConfig, RayJobConfig, WorkerNodeConfig
 
 from .controlplane import OUTCOME, RUN_FOR
@@ -55,14 +57,21 @@ def task_request(
 
 
 def built(config: Any, namespace: str, execution: str, outcome: str) -> dict[str, Any]:
-    obj: dict[str, Any] = build_object(*task_request(config, namespace, execution, outcome), BackendConfig())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtensionKeyWarning)
+        request = task_request(config, namespace, execution, outcome)
+    obj: dict[str, Any] = build_object(*request, BackendConfig())
     return obj
 
 
 def watch_until_terminal(
-    k8s: Any, obj: dict[str, Any], timeout: float = 120
+    k8s: Any,
+    obj: dict[str, Any],
+    timeout: float = 120,
+    until: Optional[Callable[[dict[str, Any]], bool]] = None,
 ) -> tuple[list[dict[str, Any]], list[Phase]]:
-    """Create ``obj``; every distinct status the operator writes and its Flyte phase, until a terminal one."""
+    """Create ``obj``; every distinct status the operator writes and its Flyte phase, until a terminal one (or
+    one for which ``until(status)`` holds)."""
     from kubernetes import client, watch
 
     api = client.CustomObjectsApi(k8s)
@@ -89,7 +98,7 @@ def watch_until_terminal(
             phase = task_phase(current).phase
             if not phases or phases[-1] != phase:
                 phases.append(phase)
-            if phase.is_terminal:
+            if phase.is_terminal or (until is not None and until(status)):
                 stream.stop()
         if time.monotonic() > deadline:
             stream.stop()
@@ -135,12 +144,14 @@ def test_job_reaches_the_phase_its_pods_decide(
     assert phases[0] in (Phase.QUEUED, Phase.INITIALIZING, Phase.RUNNING), phases
 
 
-def ray_config() -> RayJobConfig:
-    return RayJobConfig(
-        head_node_config=HeadNodeConfig(),
-        worker_node_config=[WorkerNodeConfig(group_name="workers", replicas=1)],
-        shutdown_after_job_finishes=True,
-    )
+def ray_config(**settings: Any) -> RayJobConfig:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtensionKeyWarning)  # the settings need this backend: that is the point
+        return RayJobConfig(
+            head_node_config=HeadNodeConfig(),
+            worker_node_config=[WorkerNodeConfig(group_name="workers", replicas=1)],
+            **{"shutdown_after_job_finishes": True, **settings},
+        )
 
 
 def test_rayjob_whose_submission_fails_is_a_permanent_failure(k8s: Any, namespace: str) -> None:
@@ -168,9 +179,9 @@ def test_rayjob_whose_submission_fails_is_a_permanent_failure(k8s: Any, namespac
 
 def test_rayjob_past_its_active_deadline_is_a_permanent_failure(k8s: Any, namespace: str) -> None:
     # The other outcome KubeRay decides without the dashboard: activeDeadlineSeconds (a RayJob field the IDL
-    # cannot carry; set here on the built object) ends a RayJob whose pods keep running with DeadlineExceeded.
-    obj = built(ray_config(), namespace, "ray-deadline", "")
-    obj["spec"]["activeDeadlineSeconds"] = 5
+    # cannot carry: RayJobConfig sends it under kubejobs.rayJob) ends a RayJob whose pods keep running.
+    obj = built(ray_config(active_deadline_seconds=5), namespace, "ray-deadline", "")
+    assert obj["spec"]["activeDeadlineSeconds"] == 5
     statuses, phases = watch_until_terminal(k8s, obj, timeout=180)
     trail = [(s.get("jobDeploymentStatus"), s.get("reason")) for s in statuses]
     print(json.dumps({"job": "RayJob", "outcome": "deadline", "statuses": trail}))

@@ -155,3 +155,21 @@ def test_every_built_object_is_accepted_unchanged(
     assert not changed, "\n".join(sorted(set(changed))[:40])
     # What the CRD schemas default when the backend leaves it out (recorded; see docs/architecture.md).
     print(json.dumps({kind: sorted(paths) for kind, paths in defaults.items()}, indent=1))
+
+
+def test_the_accepted_rayjobs_carry_every_rayjob_setting(built_objects: list[dict[str, Any]]) -> None:
+    # The kubejobs.rayJob keys are RayJob spec fields copied as sent: each must be among the objects the test
+    # above sends to the real API server (rayClusterSpec's autoscaler keys and the submitter resources inside).
+    from flytekitplugins.kubejobs.wire.extension import RAY_JOB_KEYS
+
+    specs = [o["spec"] for o in built_objects if o["kind"] == "RayJob"]
+    seen = {key for spec in specs for key in spec}
+    assert RAY_JOB_KEYS - {"rayClusterSpec", "submitterPodTemplate"} <= seen, sorted(RAY_JOB_KEYS - seen)
+    options = [s["rayClusterSpec"].get("autoscalerOptions", {}) for s in specs if "rayClusterSpec" in s]
+    assert any(o.get("version") == "v2" and o.get("imagePullPolicy") for o in options)
+    submitters = [
+        s["submitterPodTemplate"]["spec"]["containers"][0].get("resources")
+        for s in specs
+        if "submitterPodTemplate" in s
+    ]
+    assert {"cpu": "500m", "memory": "256Mi"} in [r.get("limits") for r in submitters if r]

@@ -149,6 +149,7 @@ def warn_extension_once(task_kind: str, extension: Extension, defined_at: Option
         {key for spec in extension.get("replicaSpecs", {}).values() for key in spec if key != "computeTemplate"}
         | {f"runPolicy.{key}" for key in extension.get("runPolicy", {})}
         | ({"queue"} if "queue" in extension else set())
+        | {f"rayJob.{key}" for key in extension.get("rayJob", {})}
     )
     if not used:
         return

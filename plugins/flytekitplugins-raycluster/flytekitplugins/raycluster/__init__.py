@@ -16,14 +16,26 @@ Importing this package does not import ray, kubernetes or jsonschema.
 from flytekitplugins.kubejobs.compute import ComputeTemplate
 
 from .task import RayFunctionTask
-from .task_configs import AutoscalerOptionsConfig, HeadNodeConfig, RayJobConfig, UpscalingMode, WorkerNodeConfig
+from .task_configs import (
+    AutoscalerOptionsConfig,
+    DeletionRule,
+    DeletionStrategy,
+    HeadNodeConfig,
+    RayJobConfig,
+    SubmissionMode,
+    UpscalingMode,
+    WorkerNodeConfig,
+)
 
 __all__ = [
     "AutoscalerOptionsConfig",
     "ComputeTemplate",
+    "DeletionRule",
+    "DeletionStrategy",
     "HeadNodeConfig",
     "RayFunctionTask",
     "RayJobConfig",
+    "SubmissionMode",
     "UpscalingMode",
     "WorkerNodeConfig",
 ]

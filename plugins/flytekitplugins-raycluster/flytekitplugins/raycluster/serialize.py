@@ -12,6 +12,7 @@ as ``runtimeEnvYaml`` and base64 JSON ``runtimeEnv`` (KubeRay < 1.1), shutdown a
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from typing import Any, Optional, Union, cast
 
@@ -21,6 +22,7 @@ from flytekitplugins.kubejobs.resources import resources_to_k8s
 from flytekitplugins.kubejobs.wire.extension import (
     EXTENSION_KEY,
     EXTENSION_VERSION,
+    Extension,
     RayGroupExtension,
     RayGroupsExtension,
     ResourceMaps,
@@ -29,7 +31,7 @@ from google.protobuf import json_format
 
 from .task_configs import AutoscalerOptionsConfig, HeadNodeConfig, RayJobConfig, WorkerNodeConfig
 
-__all__ = ["k8s_pod_to_idl", "ray_job_proto", "ray_job_custom", "ray_groups_extension"]
+__all__ = ["k8s_pod_to_idl", "ray_job_proto", "ray_job_custom", "ray_groups_extension", "ray_job_extension"]
 
 
 def k8s_pod_to_idl(pod: dict[str, Any]) -> tasks_pb2.K8sPod:
@@ -133,11 +135,30 @@ def ray_groups_extension(cfg: RayJobConfig) -> Optional[RayGroupsExtension]:
     return out or None
 
 
-def ray_job_custom(cfg: RayJobConfig) -> dict[str, Any]:
-    """The task's ``custom``: ``MessageToDict`` of :func:`ray_job_proto`, plus the ``kubejobs`` extension key when
-    a group names a compute template stored in the cluster."""
-    custom: dict[str, Any] = json_format.MessageToDict(ray_job_proto(cfg))
+def ray_job_extension(cfg: RayJobConfig) -> Optional[Extension]:
+    """The ``kubejobs`` extension key's value: the ``rayJob`` section (the settings flyteidl's RayJob lacks) and
+    the ``rayGroups`` section (the groups naming a compute template stored in the cluster), or None when there
+    are neither (the custom is then exactly flytekitplugins-ray's)."""
+    sections: Extension = {}
+    if cfg.ray_job_extension:
+        sections["rayJob"] = copy.deepcopy(cfg.ray_job_extension)
     groups = ray_groups_extension(cfg)
     if groups is not None:
-        custom.setdefault(EXTENSION_KEY, {"version": EXTENSION_VERSION})["rayGroups"] = groups
+        sections["rayGroups"] = groups
+    return {"version": EXTENSION_VERSION, **sections} if sections else None
+
+
+def ray_job_custom(cfg: RayJobConfig) -> dict[str, Any]:
+    """The task's ``custom``: ``MessageToDict`` of :func:`ray_job_proto`, plus the extension key when
+    :func:`ray_job_extension` has one.
+
+    >>> from flytekitplugins.raycluster import RayJobConfig, WorkerNodeConfig
+    >>> custom = ray_job_custom(RayJobConfig([WorkerNodeConfig("w", 1)], submission_mode="HTTPMode", backoff_limit=1))
+    >>> custom["kubejobs"]
+    {'version': 1, 'rayJob': {'submissionMode': 'HTTPMode', 'backoffLimit': 1}}
+    """
+    custom: dict[str, Any] = json_format.MessageToDict(ray_job_proto(cfg))
+    extension = ray_job_extension(cfg)
+    if extension is not None:
+        custom[EXTENSION_KEY] = extension
     return custom

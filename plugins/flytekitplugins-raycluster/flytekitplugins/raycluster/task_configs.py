@@ -1,7 +1,9 @@
 """Ray task configuration: the flytekitplugins-ray classes (same fields, order and defaults), validated.
 
 Everything is checked where the config is written; a bad value raises ``ValueError``/``TypeError`` naming
-``Class.field`` and the value. Additions over flytekitplugins-ray are keyword-only (``compute_template``).
+``Class.field`` and the value. Additions over flytekitplugins-ray are keyword-only (``compute_template``, and
+the RayJob settings flyteidl cannot carry: ``submission_mode``, ``deletion_strategy``, ``backoff_limit``...,
+which travel under the ``kubejobs`` extension key; see the package README's table).
 
 >>> cfg = RayJobConfig(worker_node_config=[WorkerNodeConfig("cpu", replicas=2, max_replicas=4)])
 >>> g = cfg.worker_node_config[0]
@@ -12,6 +14,8 @@ Everything is checked where the config is written; a bad value raises ``ValueErr
 from __future__ import annotations
 
 import enum
+import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -19,24 +23,44 @@ from typing import Any, ClassVar, Optional, Union
 
 from flytekit import PodTemplate, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate
-from flytekitplugins.kubejobs.resources import normalize_resources
+from flytekitplugins.kubejobs.resources import normalize_resources, resources_to_k8s
+from flytekitplugins.kubejobs.schema.problems import format_path
+from flytekitplugins.kubejobs.schema.rules_ray import (
+    AUTOSCALER_VERSIONS,
+    CLUSTER_SELECTOR_KEY,
+    DELETION_DEPLOYMENT_STATUSES,
+    DELETION_JOB_STATUSES,
+    DELETION_POLICIES,
+    rayjob_spec_problems,
+)
 from flytekitplugins.kubejobs.userwarnings import warn_user
 from flytekitplugins.kubejobs.wire.compute import check_template_name
+from flytekitplugins.kubejobs.wire.extension import RayJobExtension
 from flytekitplugins.kubejobs.wire.fields import (
     check_bool,
     check_int,
+    check_optional_bool,
     check_optional_int,
     check_optional_str,
     check_str,
     check_str_map,
     coerce_enum,
 )
-from flytekitplugins.kubejobs.wire.k8ssyntax import check_env_names, check_image
+from flytekitplugins.kubejobs.wire.k8ssyntax import check_dns_label, check_env_names, check_image
 
 from .pods import RAY_HEAD_CONTAINER, RAY_WORKER_CONTAINER, group_k8s_pod
 from .runtime_env import check_runtime_env
 
-__all__ = ["UpscalingMode", "HeadNodeConfig", "WorkerNodeConfig", "AutoscalerOptionsConfig", "RayJobConfig"]
+__all__ = [
+    "UpscalingMode",
+    "HeadNodeConfig",
+    "WorkerNodeConfig",
+    "AutoscalerOptionsConfig",
+    "RayJobConfig",
+    "SubmissionMode",
+    "DeletionRule",
+    "DeletionStrategy",
+]
 
 # KubeRay names pods and services after groups: a DNS-1123 label.
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -60,6 +84,108 @@ class UpscalingMode(enum.IntEnum):
 
 
 _Mode = UpscalingMode  # the annotation below must not resolve to the class attribute of the same name
+
+
+class SubmissionMode(str, enum.Enum):
+    """How KubeRay submits the Ray job (RayJob ``submissionMode``); a value or a name, in any case."""
+
+    K8S_JOB = "K8sJobMode"  #: a submitter Kubernetes Job runs ``ray job submit`` (KubeRay's default)
+    HTTP = "HTTPMode"  #: the operator submits through the dashboard's HTTP API: no submitter pod
+    SIDECAR = "SidecarMode"  #: a submitter container in the head pod
+    INTERACTIVE = "InteractiveMode"  #: nothing is submitted: KubeRay waits for a job id (``spec.jobId``)
+
+    @classmethod
+    def coerce(cls, field: str, value: object) -> SubmissionMode:
+        if isinstance(value, str):
+            for member in cls:
+                if value.strip().lower() == member.value.lower():
+                    return member
+        return coerce_enum(field, cls, value)
+
+
+_POLICIES = tuple(p for p in DELETION_POLICIES if p != "DeleteSelf")
+
+
+def _check_policy(field: str, value: object) -> str:
+    if value == "DeleteSelf":
+        raise ValueError(
+            f"{field}='DeleteSelf' is refused: the connector reads the task's outcome from the RayJob, so deleting "
+            "it would report the task as deleted outside Flyte; use 'DeleteCluster'"
+        )
+    if value not in _POLICIES:
+        raise ValueError(f"{field} must be one of {list(_POLICIES)}, got {value!r}")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class DeletionRule:
+    """One KubeRay deletion rule: delete ``policy``'s resources ``ttl_seconds`` after the job reaches
+    ``job_status`` (``"SUCCEEDED"``/``"FAILED"``) or ``job_deployment_status`` (``"Failed"``), exactly one."""
+
+    policy: str
+    job_status: Optional[str] = None
+    job_deployment_status: Optional[str] = None
+    ttl_seconds: int = 0
+
+    def __post_init__(self) -> None:
+        _check_policy("DeletionRule.policy", self.policy)
+        if (self.job_status is None) == (self.job_deployment_status is None):
+            raise ValueError(
+                "DeletionRule needs exactly one of job_status and job_deployment_status, got "
+                f"job_status={self.job_status!r}, job_deployment_status={self.job_deployment_status!r}"
+            )
+        if self.job_status is not None and self.job_status not in DELETION_JOB_STATUSES:
+            raise ValueError(
+                f"DeletionRule.job_status must be one of {list(DELETION_JOB_STATUSES)}, got {self.job_status!r}"
+            )
+        if self.job_deployment_status is not None and self.job_deployment_status not in DELETION_DEPLOYMENT_STATUSES:
+            raise ValueError(
+                "DeletionRule.job_deployment_status must be one of "
+                f"{list(DELETION_DEPLOYMENT_STATUSES)}, got {self.job_deployment_status!r}"
+            )
+        check_int("DeletionRule.ttl_seconds", self.ttl_seconds)
+
+    def to_k8s(self) -> dict[str, Any]:
+        condition: dict[str, Any] = (
+            {"jobStatus": self.job_status} if self.job_status else {"jobDeploymentStatus": self.job_deployment_status}
+        )
+        condition["ttlSeconds"] = self.ttl_seconds
+        return {"policy": self.policy, "condition": condition}
+
+
+@dataclass(frozen=True)
+class DeletionStrategy:
+    """KubeRay's ``deletionStrategy``: either ``rules`` (``DeletionRule``, KubeRay 1.5+) or both ``on_success``
+    and ``on_failure`` (a policy name each, the older form). ``DeleteSelf`` is refused (see the README)."""
+
+    rules: Sequence[DeletionRule] = ()
+    on_success: Optional[str] = None
+    on_failure: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        rules = self.rules
+        if isinstance(rules, (str, bytes, Mapping)) or not isinstance(rules, Sequence):
+            raise TypeError(f"DeletionStrategy.rules must be a list of DeletionRule, got {rules!r}")
+        for i, rule in enumerate(rules):
+            if not isinstance(rule, DeletionRule):
+                raise TypeError(f"DeletionStrategy.rules[{i}] must be a DeletionRule, got {rule!r}")
+        object.__setattr__(self, "rules", tuple(rules))
+        legacy = (self.on_success, self.on_failure)
+        if rules and any(p is not None for p in legacy):
+            raise ValueError("DeletionStrategy takes rules or on_success/on_failure, not both")
+        if not rules:
+            if None in legacy:
+                raise ValueError(
+                    "DeletionStrategy needs rules, or both on_success and on_failure, got "
+                    f"on_success={self.on_success!r}, on_failure={self.on_failure!r}"
+                )
+            _check_policy("DeletionStrategy.on_success", self.on_success)
+            _check_policy("DeletionStrategy.on_failure", self.on_failure)
+
+    def to_k8s(self) -> dict[str, Any]:
+        if self.rules:
+            return {"deletionRules": [rule.to_k8s() for rule in self.rules]}
+        return {"onSuccess": {"policy": self.on_success}, "onFailure": {"policy": self.on_failure}}
 
 
 def _check_start_params(field: str, value: object) -> Optional[dict[str, str]]:
@@ -183,9 +309,22 @@ class AutoscalerOptionsConfig:
     image: Optional[str] = None
     requests: Optional[Resources] = None
     limits: Optional[Resources] = None
+    _: KW_ONLY
+    #: ``"v1"`` or ``"v2"`` (KubeRay 1.4+; v2 needs Ray 2.47+ and pods that are never restarted).
+    version: Optional[str] = None
+    image_pull_policy: Optional[str] = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        if self.version is not None and self.version not in AUTOSCALER_VERSIONS:
+            raise ValueError(
+                f"AutoscalerOptionsConfig.version must be one of {list(AUTOSCALER_VERSIONS)}, got {self.version!r}"
+            )
+        pull = ("Always", "IfNotPresent", "Never")
+        if self.image_pull_policy is not None and self.image_pull_policy not in pull:
+            raise ValueError(
+                f"AutoscalerOptionsConfig.image_pull_policy must be one of {list(pull)}, got {self.image_pull_policy!r}"
+            )
         if self.upscaling_mode is not None:
             mode = UpscalingMode.coerce("AutoscalerOptionsConfig.upscaling_mode", self.upscaling_mode)
             set_(self, "upscaling_mode", mode)
@@ -215,6 +354,25 @@ class RayJobConfig:
     address: Optional[str] = None
     shutdown_after_job_finishes: bool = False
     ttl_seconds_after_finished: Optional[int] = None
+    _: KW_ONLY
+    submission_mode: Union[SubmissionMode, str, None] = None
+    deletion_strategy: Optional[DeletionStrategy] = None
+    #: Retries of the whole job on a new cluster (RayJob ``backoffLimit``; ``Retrying`` while it retries).
+    backoff_limit: Optional[int] = None
+    active_deadline_seconds: Optional[int] = None
+    pre_running_deadline_seconds: Optional[int] = None
+    entrypoint_num_cpus: Optional[float] = None
+    entrypoint_num_gpus: Optional[float] = None
+    entrypoint_resources: Optional[dict[str, float]] = None
+    #: The submitter pod's container resources (K8sJobMode), instead of the task's (the head's) resources.
+    submitter_requests: Optional[Resources] = None
+    submitter_limits: Optional[Resources] = None
+    #: Retries of the submitter Job (RayJob ``submitterConfig.backoffLimit``).
+    submitter_backoff_limit: Optional[int] = None
+    suspend: Optional[bool] = None
+    #: Run on this existing RayCluster (its name, or a selector with ``ray.io/cluster``): no cluster is made.
+    cluster_selector: Optional[Any] = None
+    _ray_job_extension: Optional[RayJobExtension] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -252,7 +410,175 @@ class RayJobConfig:
                 UserWarning,
             )
 
+        set_(self, "_ray_job_extension", self._build_ray_job_extension() or None)
+
+    def _build_ray_job_extension(self) -> RayJobExtension:
+        """The ``kubejobs.rayJob`` section (KubeRay's field names), checked against KubeRay's rules."""
+        set_ = object.__setattr__
+        ext: RayJobExtension = {}
+        if self.submission_mode is not None:
+            mode = SubmissionMode.coerce("RayJobConfig.submission_mode", self.submission_mode)
+            set_(self, "submission_mode", mode)
+            ext["submissionMode"] = mode.value
+        if self.deletion_strategy is not None:
+            if not isinstance(self.deletion_strategy, DeletionStrategy):
+                raise TypeError(
+                    f"RayJobConfig.deletion_strategy must be a DeletionStrategy, got {self.deletion_strategy!r}"
+                )
+            ext["deletionStrategy"] = self.deletion_strategy.to_k8s()
+        if check_optional_int("RayJobConfig.backoff_limit", self.backoff_limit) is not None:
+            ext["backoffLimit"] = self.backoff_limit  # type: ignore[typeddict-item]  # checked int
+        for attr, key in (
+            ("active_deadline_seconds", "activeDeadlineSeconds"),
+            ("pre_running_deadline_seconds", "preRunningDeadlineSeconds"),
+        ):
+            value = check_optional_int(f"RayJobConfig.{attr}", getattr(self, attr), minimum=1)
+            if value is not None:
+                ext[key] = value  # type: ignore[literal-required]
+        for attr, key in (("entrypoint_num_cpus", "entrypointNumCpus"), ("entrypoint_num_gpus", "entrypointNumGpus")):
+            value = getattr(self, attr)
+            if value is not None:
+                ext[key] = _check_amount(f"RayJobConfig.{attr}", value)  # type: ignore[literal-required]
+        if self.entrypoint_resources is not None:
+            resources = self.entrypoint_resources
+            if not isinstance(resources, Mapping) or not resources:
+                raise TypeError(
+                    f"RayJobConfig.entrypoint_resources must be a non-empty dict of str to number, got {resources!r}"
+                )
+            for name, amount in resources.items():
+                check_str("RayJobConfig.entrypoint_resources key", name)
+                _check_amount(f"RayJobConfig.entrypoint_resources[{name!r}]", amount)
+            set_(self, "entrypoint_resources", dict(resources))
+            ext["entrypointResources"] = json.dumps(dict(resources), sort_keys=True)
+        set_(
+            self, "submitter_requests", normalize_resources("RayJobConfig.submitter_requests", self.submitter_requests)
+        )
+        set_(self, "submitter_limits", normalize_resources("RayJobConfig.submitter_limits", self.submitter_limits))
+        submitter = {side: resources_to_k8s(getattr(self, f"submitter_{side}")) for side in ("requests", "limits")}
+        submitter = {side: values for side, values in submitter.items() if values}
+        if submitter:
+            ext["submitterPodTemplate"] = {"spec": {"containers": [{"resources": submitter}]}}
+        if check_optional_int("RayJobConfig.submitter_backoff_limit", self.submitter_backoff_limit) is not None:
+            ext["submitterConfig"] = {"backoffLimit": self.submitter_backoff_limit}
+        if check_optional_bool("RayJobConfig.suspend", self.suspend) is not None:
+            ext["suspend"] = self.suspend  # type: ignore[typeddict-item]  # checked bool
+        if self.cluster_selector is not None:
+            ext["clusterSelector"] = self._check_cluster_selector()
+        options = self.autoscaler_options
+        extra = (
+            {}
+            if options is None
+            else {
+                key: value
+                for key, value in (("version", options.version), ("imagePullPolicy", options.image_pull_policy))
+                if value is not None
+            }
+        )
+        if extra:
+            if not self.enable_autoscaling:
+                raise ValueError(
+                    f"RayJobConfig.autoscaler_options {sorted(extra)} need enable_autoscaling=True: KubeRay runs no "
+                    "autoscaler without it"
+                )
+            ext["rayClusterSpec"] = {"autoscalerOptions": extra}  # type: ignore[typeddict-item]
+        submission = ext.get("submissionMode", "K8sJobMode")
+        if submission != "K8sJobMode":
+            given = [
+                a
+                for a in ("submitter_requests", "submitter_limits", "submitter_backoff_limit")
+                if getattr(self, a) is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"RayJobConfig.{given[0]} needs submission_mode K8sJobMode (the only mode with a "
+                    f"submitter Job), got submission_mode={submission!r}"
+                )
+        if ext:
+            self._check_kuberay_rules(ext)
+        return ext
+
+    def _check_cluster_selector(self) -> dict[str, str]:
+        value = self.cluster_selector
+        selector = (
+            {CLUSTER_SELECTOR_KEY: value}
+            if isinstance(value, str)
+            else check_str_map("RayJobConfig.cluster_selector", value)
+        )
+        check_dns_label(f"RayJobConfig.cluster_selector[{CLUSTER_SELECTOR_KEY!r}]", selector.get(CLUSTER_SELECTOR_KEY))
+        described = [
+            name
+            for name, present in (
+                ("worker_node_config", bool(self.worker_node_config)),
+                ("head_node_config", self.head_node_config is not None),
+                ("enable_autoscaling", self.enable_autoscaling),
+                ("autoscaler_options", self.autoscaler_options is not None),
+                ("shutdown_after_job_finishes", self.shutdown_after_job_finishes),
+                ("ttl_seconds_after_finished", bool(self.ttl_seconds_after_finished)),
+            )
+            if present
+        ]
+        if described:
+            raise ValueError(
+                f"RayJobConfig.cluster_selector={value!r} runs the job on an existing RayCluster; {described} "
+                "describe a cluster to create or delete and would be dropped (pass worker_node_config=[])"
+            )
+        return selector
+
+    def _check_kuberay_rules(self, ext: RayJobExtension) -> None:
+        spec: dict[str, Any] = {key: value for key, value in ext.items() if key != "rayClusterSpec"}
+        spec["shutdownAfterJobFinishes"] = self.shutdown_after_job_finishes
+        if self.effective_ttl_seconds_after_finished:
+            spec["ttlSecondsAfterFinished"] = self.effective_ttl_seconds_after_finished
+        if "clusterSelector" not in ext:
+            head_pod = (self.head_node_config.k8s_pod if self.head_node_config else None) or {}
+            restart = (head_pod.get("podSpec") or {}).get("restartPolicy")
+            spec["rayClusterSpec"] = {
+                "enableInTreeAutoscaling": self.enable_autoscaling,
+                "headGroupSpec": {"template": {"spec": {"restartPolicy": restart}}},
+            }
+        problems = rayjob_spec_problems(spec)
+        if problems:
+            problem = problems[0]
+            key = problem.path[1] if len(problem.path) > 1 else ""
+            attr = _SPEC_FIELDS.get(str(key), str(key))
+            raise ValueError(
+                f"RayJobConfig.{attr}={getattr(self, attr, None)!r} is refused by KubeRay: "
+                f"{format_path(problem.path)} {problem.message}"
+            )
+
+    @property
+    def ray_job_extension(self) -> Optional[RayJobExtension]:
+        """The ``kubejobs.rayJob`` section this config sends, or None when the IDL carries everything."""
+        return self._ray_job_extension
+
     @property
     def effective_ttl_seconds_after_finished(self) -> Optional[int]:
         """The TTL that is sent: None when it is dropped (see the class docstring)."""
         return self.ttl_seconds_after_finished if self.shutdown_after_job_finishes else None
+
+
+#: RayJob spec field -> the RayJobConfig field that sets it (to name the field a KubeRay rule refuses).
+_SPEC_FIELDS = {
+    "submissionMode": "submission_mode",
+    "deletionStrategy": "deletion_strategy",
+    "backoffLimit": "backoff_limit",
+    "activeDeadlineSeconds": "active_deadline_seconds",
+    "preRunningDeadlineSeconds": "pre_running_deadline_seconds",
+    "entrypointResources": "entrypoint_resources",
+    "submitterPodTemplate": "submitter_requests",
+    "submitterConfig": "submitter_backoff_limit",
+    "suspend": "suspend",
+    "clusterSelector": "cluster_selector",
+    "shutdownAfterJobFinishes": "shutdown_after_job_finishes",
+    "ttlSecondsAfterFinished": "ttl_seconds_after_finished",
+    "rayClusterSpec": "head_node_config",
+}
+
+
+def _check_amount(field: str, value: object) -> float:
+    """A Ray resource amount: a finite number >= 0 (KubeRay's float32)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{field} must be a number, got {value!r} ({type(value).__name__})")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{field} must be a finite number >= 0, got {value!r}")
+    return value

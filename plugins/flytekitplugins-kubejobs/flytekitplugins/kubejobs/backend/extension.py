@@ -7,14 +7,24 @@ rather than an object the API server rejects later.
 from __future__ import annotations
 
 import copy
+import json
+import math
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ..schema.rules_ray import (
+    AUTOSCALER_VERSIONS,
+    CLUSTER_SELECTOR_KEY,
+    DELETION_POLICIES,
+    SUBMISSION_MODES,
+)
 from ..wire.extension import (
     EXTENSION_KEY,
     EXTENSION_VERSION,
     QUEUE_KEYS,
     RAY_GROUP_KEYS,
+    RAY_AUTOSCALER_KEYS,
+    RAY_JOB_KEYS,
     ROLE_KEYS,
     RUN_POLICY_KEYS,
     SECTIONS,
@@ -166,6 +176,158 @@ def parse_extension(custom: Mapping[str, Any], kind: JobKind) -> dict[str, Any]:
         out["queue"] = _queue(f"{EXTENSION_KEY}.queue", ext["queue"])
     if "rayGroups" in ext:
         out["rayGroups"] = _ray_groups(f"{EXTENSION_KEY}.rayGroups", ext["rayGroups"])
+    if "rayJob" in ext:
+        out["rayJob"] = _ray_job(f"{EXTENSION_KEY}.rayJob", ext["rayJob"])
+    return out
+
+
+_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_DELETION_KEYS = ("onSuccess", "onFailure", "deletionRules")
+
+
+def _int(path: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= INT32_MAX:
+        raise BuildError(f"{path} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _number(path: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise BuildError(f"{path} must be a number >= 0, got {value!r}")
+    return value
+
+
+def _one_of(path: str, value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise BuildError(f"{path} must be one of {list(allowed)}, got {value!r}")
+    return str(value)
+
+
+def _deletion_strategy(path: str, value: object) -> dict[str, Any]:
+    strategy = copy.deepcopy(_dict(path, value))
+    unknown = set(strategy) - set(_DELETION_KEYS)
+    if unknown:
+        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(_DELETION_KEYS)}")
+    policies = [
+        (f"{path}.{side}.policy", _dict(f"{path}.{side}", strategy[side]).get("policy"))
+        for side in ("onSuccess", "onFailure")
+        if side in strategy
+    ]
+    for i, rule in enumerate(_list_of_dicts(f"{path}.deletionRules", strategy.get("deletionRules", []))):
+        unknown = set(rule) - {"policy", "condition"}
+        if unknown:
+            raise BuildError(f"{path}.deletionRules[{i}] has unknown keys {sorted(unknown)}; known: condition, policy")
+        condition = _dict(f"{path}.deletionRules[{i}].condition", rule.get("condition"))
+        unknown = set(condition) - {"jobStatus", "jobDeploymentStatus", "ttlSeconds"}
+        if unknown:
+            raise BuildError(f"{path}.deletionRules[{i}].condition has unknown keys {sorted(unknown)}")
+        if "ttlSeconds" in condition:
+            _int(f"{path}.deletionRules[{i}].condition.ttlSeconds", condition["ttlSeconds"], 0)
+        policies.append((f"{path}.deletionRules[{i}].policy", rule.get("policy")))
+    for where, policy in policies:
+        _one_of(where, policy, DELETION_POLICIES)
+        if policy == "DeleteSelf":
+            # The RayJob is where the connector reads the task's end from: deleting it turns the outcome into
+            # ResourceDeletedExternally (a retryable failure) and re-runs a finished task.
+            raise BuildError(
+                f"{where} DeleteSelf is refused: the connector reads the task's outcome from the RayJob, so a "
+                "deleted RayJob would be reported as deleted outside Flyte; use DeleteCluster"
+            )
+    return strategy
+
+
+def _submitter_pod_template(path: str, value: object) -> dict[str, Any]:
+    # Only the submitter container's resources: the rest of the submitter pod is the task's pod.
+    template = _dict(path, value)
+    spec = _dict(f"{path}.spec", template.get("spec"))
+    containers = _list_of_dicts(f"{path}.spec.containers", spec.get("containers"))
+    if (
+        set(template) != {"spec"}
+        or set(spec) != {"containers"}
+        or len(containers) != 1
+        or set(containers[0]) != {"resources"}
+    ):
+        raise BuildError(
+            f"{path} may hold only spec.containers[0].resources (the submitter container's resources), "
+            f"got {value!r:.300}"
+        )
+    resources = _dict(f"{path}.spec.containers[0].resources", containers[0]["resources"])
+    for side, amounts in resources.items():
+        if side not in ("requests", "limits"):
+            raise BuildError(f"{path}.spec.containers[0].resources has unknown key {side!r}; known: limits, requests")
+        for name, quantity in _str_map(f"{path}.spec.containers[0].resources.{side}", amounts).items():
+            try:
+                check_quantity(
+                    f"{path}.spec.containers[0].resources.{side}[{name!r}]", quantity, integer=is_integer_resource(name)
+                )
+            except (TypeError, ValueError) as e:
+                raise BuildError(str(e)) from e
+    return {"spec": {"containers": [{"resources": copy.deepcopy(resources)}]}}
+
+
+def _ray_job(path: str, value: object) -> dict[str, Any]:
+    section = _dict(path, value)
+    out: dict[str, Any] = {}
+    for key, item in section.items():
+        where = f"{path}.{key}"
+        if key == "submissionMode":
+            out[key] = _one_of(where, item, SUBMISSION_MODES)
+        elif key == "deletionStrategy":
+            out[key] = _deletion_strategy(where, item)
+        elif key == "backoffLimit":
+            out[key] = _int(where, item, 0)
+        elif key in ("activeDeadlineSeconds", "preRunningDeadlineSeconds"):
+            out[key] = _int(where, item, 1)
+        elif key in ("entrypointNumCpus", "entrypointNumGpus"):
+            out[key] = _number(where, item)
+        elif key == "entrypointResources":
+            try:
+                parsed = json.loads(item) if isinstance(item, str) else None
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict) or not parsed:
+                raise BuildError(f"{where} must be a JSON object string of resource amounts, got {item!r:.200}")
+            for name, amount in parsed.items():
+                _number(f"{where}[{name!r}]", amount)
+            out[key] = item
+        elif key == "submitterPodTemplate":
+            out[key] = _submitter_pod_template(where, item)
+        elif key == "submitterConfig":
+            config = _dict(where, item)
+            if set(config) - {"backoffLimit"}:
+                raise BuildError(
+                    f"{where} has unknown keys {sorted(set(config) - {'backoffLimit'})}; known: backoffLimit"
+                )
+            out[key] = {k: _int(f"{where}.{k}", v, 0) for k, v in config.items()}
+        elif key == "suspend":
+            if not isinstance(item, bool):
+                raise BuildError(f"{where} must be true or false, got {item!r}")
+            out[key] = item
+        elif key == "clusterSelector":
+            selector = _str_map(where, item)
+            try:
+                check_dns_label(f"{where}[{CLUSTER_SELECTOR_KEY!r}]", selector.get(CLUSTER_SELECTOR_KEY))
+            except ValueError as e:
+                raise BuildError(str(e)) from None
+            out[key] = selector
+        elif key == "rayClusterSpec":
+            cluster = _dict(where, item)
+            if set(cluster) != {"autoscalerOptions"}:
+                raise BuildError(f"{where} may hold only autoscalerOptions, got keys {sorted(cluster)}")
+            options = _dict(f"{where}.autoscalerOptions", cluster["autoscalerOptions"])
+            unknown = set(options) - RAY_AUTOSCALER_KEYS
+            if unknown:
+                raise BuildError(
+                    f"{where}.autoscalerOptions has unknown keys {sorted(unknown)}; "
+                    f"known: {sorted(RAY_AUTOSCALER_KEYS)}"
+                )
+            if "version" in options:
+                _one_of(f"{where}.autoscalerOptions.version", options["version"], AUTOSCALER_VERSIONS)
+            if "imagePullPolicy" in options:
+                _one_of(f"{where}.autoscalerOptions.imagePullPolicy", options["imagePullPolicy"], _PULL_POLICIES)
+            out[key] = {"autoscalerOptions": dict(options)}
+        else:
+            raise BuildError(f"{path} has unknown key {key!r}; known: {sorted(RAY_JOB_KEYS)}")
     return out
 
 

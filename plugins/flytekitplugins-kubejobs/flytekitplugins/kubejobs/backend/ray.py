@@ -215,12 +215,17 @@ def _shutdown_and_ttl(job: Any, ray: RayConfig) -> tuple[bool, int]:
 def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
     """The RayJob ``spec`` and the labels and annotations the job object itself gets."""
     custom = custom_dict(ctx.template)
-    ext = parse_extension(custom, ctx.kind)  # sections a RayJob does not honour are refused here
-    named = ext.get("rayGroups", {"workers": {}})
+    parsed = parse_extension(custom, ctx.kind)  # sections a RayJob does not honour are refused here
+    named = parsed.get("rayGroups", {"workers": {}})
+    ext: dict[str, Any] = parsed.get("rayJob", {})  # queue: applied by build_object
     job = decode_custom(custom, ray_pb2.RayJob(), "ray custom")
     if not job.HasField("ray_cluster"):
         raise BuildError("invalid TaskSpecification: the ray custom has no rayCluster")  # Flyte panics here
     cluster, ray = job.ray_cluster, ctx.config.ray
+    if "clusterSelector" in ext:
+        _refuse_cluster_with_selector(job, ext)
+        if "head" in named or named["workers"]:  # the selected cluster's groups are not this task's to shape
+            raise BuildError("kubejobs.rayGroups (named compute templates) cannot be used with clusterSelector")
     base = build_pod(ctx.template, ctx.metadata, ctx.config, container_name=ctx.name, template_vars=ctx.template_vars)
     sa = service_account(ctx.template, ctx.metadata)
     if not sa or ray.service_account:
@@ -292,26 +297,133 @@ def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
         cluster_spec["workerGroupSpecs"] = groups
     if cluster.HasField("autoscaler_options"):
         cluster_spec["autoscalerOptions"] = _autoscaler(cluster.autoscaler_options, ctx.config)
-    shutdown, ttl = _shutdown_and_ttl(job, ray)
+    extra_options = ext.get("rayClusterSpec", {}).get("autoscalerOptions")
+    if extra_options:
+        if not cluster.enable_autoscaling:
+            raise BuildError(
+                f"kubejobs.rayJob.rayClusterSpec.autoscalerOptions {sorted(extra_options)} need enableAutoscaling: "
+                "KubeRay runs no autoscaler without it, so the settings would be dropped"
+            )
+        cluster_spec.setdefault("autoscalerOptions", {}).update(extra_options)
+    shutdown, ttl = _deletion(job, ray, ext)
     args = primary_container(base.spec, base.primary).get("args") or []
     spec: dict[str, Any] = {
         # KubeRay has the head run the entrypoint through a shell: every argument is quoted, so an input value
         # ({{.Inputs.x}}) full of shell syntax stays one argument instead of becoming a command.
         "entrypoint": shlex.join(str(a) for a in args),
         "shutdownAfterJobFinishes": shutdown,
-        "rayClusterSpec": cluster_spec,
     }
+    if "clusterSelector" in ext:
+        spec["clusterSelector"] = dict(ext["clusterSelector"])
+    else:
+        spec["rayClusterSpec"] = cluster_spec
     if shutdown and ttl > 0:  # deviation: KubeRay rejects a TTL > 0 without shutdown, so none is written
         spec["ttlSecondsAfterFinished"] = ttl
     runtime_env = _runtime_env_yaml(job)
     if runtime_env:
         spec["runtimeEnvYAML"] = runtime_env
+    mode = ext.get("submissionMode", "K8sJobMode")
+    if mode == "K8sJobMode":  # the only mode with a submitter Job (HTTPMode and InteractiveMode have no pod,
+        # SidecarMode's submitter is a container KubeRay adds to the head)
+        spec["submitterPodTemplate"] = _submitter_template(ctx, base, ext.get("submitterPodTemplate"))
+    else:
+        for key in ("submitterPodTemplate", "submitterConfig"):
+            if key in ext:
+                raise BuildError(
+                    f"kubejobs.rayJob.{key} is set, but submissionMode {mode} runs no submitter Job: "
+                    "it would be dropped"
+                )
+    for key in _COPIED:
+        if key in ext:
+            spec[key] = copy.deepcopy(ext[key])
+    if ext:
+        _check_kuberay_rules(spec)
+    return BuiltSpec(spec, dict(base.labels), dict(base.annotations))
+
+
+#: ``kubejobs.rayJob`` keys copied into the RayJob spec as they are (checked by ``parse_extension``).
+_COPIED = (
+    "submissionMode",
+    "deletionStrategy",
+    "backoffLimit",
+    "activeDeadlineSeconds",
+    "preRunningDeadlineSeconds",
+    "entrypointNumCpus",
+    "entrypointNumGpus",
+    "entrypointResources",
+    "submitterConfig",
+    "suspend",
+)
+
+
+def _refuse_cluster_with_selector(job: Any, ext: dict[str, Any]) -> None:
+    """With ``clusterSelector`` the job runs on an existing RayCluster: a cluster the custom describes, or a
+    shutdown of it, would be dropped."""
+    cluster = job.ray_cluster
+    described = [
+        name
+        for name, present in (
+            ("headGroupSpec", cluster.HasField("head_group_spec")),
+            ("workerGroupSpec", len(cluster.worker_group_spec) > 0),
+            ("enableAutoscaling", cluster.enable_autoscaling),
+            ("autoscalerOptions", cluster.HasField("autoscaler_options")),
+            ("kubejobs.rayJob.rayClusterSpec", "rayClusterSpec" in ext),
+            ("shutdownAfterJobFinishes", job.shutdown_after_job_finishes),
+            ("ttlSecondsAfterFinished", job.ttl_seconds_after_finished != 0),
+        )
+        if present
+    ]
+    if described:
+        raise BuildError(
+            f"kubejobs.rayJob.clusterSelector runs the job on the existing RayCluster "
+            f"{ext['clusterSelector'].get('ray.io/cluster')!r}, but the custom also sets {described}: "
+            "they would be dropped (KubeRay neither builds nor deletes a selected cluster)"
+        )
+
+
+def _deletion(job: Any, ray: RayConfig, ext: dict[str, Any]) -> tuple[bool, int]:
+    """``shutdownAfterJobFinishes`` and the TTL. The platform's defaults give way to what the task chose: an
+    existing cluster is never shut down, and a deletion strategy decides deletion itself."""
+    if "clusterSelector" in ext:
+        return False, 0
+    strategy = ext.get("deletionStrategy")
+    if strategy is None:
+        return _shutdown_and_ttl(job, ray)
+    if job.ttl_seconds_after_finished < 0:
+        raise BuildError(f"ttlSecondsAfterFinished must not be negative, got {job.ttl_seconds_after_finished}")
+    explicit = job.shutdown_after_job_finishes or job.ttl_seconds_after_finished > 0
+    if "deletionRules" in strategy and explicit:
+        raise BuildError(
+            "kubejobs.rayJob.deletionStrategy.deletionRules cannot be used with shutdownAfterJobFinishes or "
+            "ttlSecondsAfterFinished: KubeRay refuses the combination (the rules carry their own TTLs)"
+        )
+    return (True, job.ttl_seconds_after_finished) if explicit else (False, 0)
+
+
+def _submitter_template(ctx: BuildContext, base: BasePod, overlay: Any) -> dict[str, Any]:
+    """The submitter Job's pod: the task's pod; with ``submitterPodTemplate`` its own resources instead."""
     k8s, md = ctx.config.k8s, ctx.metadata
-    spec["submitterPodTemplate"] = {
+    spec = copy.deepcopy(base.spec)
+    if overlay is not None:
+        primary_container(spec, base.primary)["resources"] = copy.deepcopy(
+            overlay["spec"]["containers"][0]["resources"]
+        )
+    return {
         "metadata": {
             "labels": {**k8s.default_labels, **base.labels, **md.labels},
             "annotations": {**k8s.default_annotations, **base.annotations, **md.annotations},
         },
-        "spec": copy.deepcopy(base.spec),
+        "spec": spec,
     }
-    return BuiltSpec(spec, dict(base.labels), dict(base.annotations))
+
+
+def _check_kuberay_rules(spec: dict[str, Any]) -> None:
+    # Run even when the caller skips schema validation: these combinations KubeRay refuses at reconcile time,
+    # where the task would sit in ValidationFailed instead of failing at create with a message.
+    from ..schema.problems import format_path
+    from ..schema.rules_ray import rayjob_spec_problems
+
+    problems = rayjob_spec_problems(spec)
+    if problems:
+        text = "; ".join(f"{format_path(p.path)}: {p.message}" for p in problems)
+        raise BuildError(f"the RayJob settings of kubejobs.rayJob are refused by KubeRay's rules: {text}")

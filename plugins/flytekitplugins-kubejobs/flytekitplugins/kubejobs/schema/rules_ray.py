@@ -1,14 +1,23 @@
-"""KubeRay rules that the RayJob / RayCluster schemas do not encode (KubeRay v1.7.0 ``utils/validation.go``
-and the CRDs' CEL rules that do not compare with an old object)."""
+"""KubeRay rules that the RayJob / RayCluster schemas do not encode (KubeRay v1.6.0
+``controllers/ray/utils/validation.go``: ``ValidateRayJobSpec``, the deletion-strategy and autoscaler rules; and the
+CRDs' CEL rules that do not compare with an old object).
+
+The SDK checks a ``RayJobConfig`` with :func:`rayjob_spec_problems` too, so each rule lives here only.
+
+>>> [p.message for p in rayjob_spec_problems({"clusterSelector": {"ray.io/cluster": "c"}, "suspend": True,
+...                                            "shutdownAfterJobFinishes": True})]
+['not allowed with clusterSelector: KubeRay cannot suspend a job on an existing cluster']
+"""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..wire.kinds import KINDS
-from .problems import describe_value
+from .problems import Problem, describe_value
 from .rules_common import (
     Report,
     as_dict,
@@ -20,11 +29,32 @@ from .rules_common import (
     json_str,
 )
 
-__all__ = ["RAY_RULES", "SUBMISSION_MODES", "MANAGED_BY", "check_rayjob", "check_raycluster"]
+__all__ = [
+    "AUTOSCALER_VERSIONS",
+    "CLUSTER_SELECTOR_KEY",
+    "DELETION_DEPLOYMENT_STATUSES",
+    "DELETION_JOB_STATUSES",
+    "DELETION_POLICIES",
+    "RAY_RULES",
+    "SUBMISSION_MODES",
+    "MANAGED_BY",
+    "check_rayjob",
+    "check_raycluster",
+    "rayjob_spec_problems",
+]
 
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
+DELETION_POLICIES = ("DeleteCluster", "DeleteWorkers", "DeleteSelf", "DeleteNone")
+#: What a deletion rule's condition may name (the CRD's enums).
+DELETION_JOB_STATUSES = ("SUCCEEDED", "FAILED")
+DELETION_DEPLOYMENT_STATUSES = ("Failed",)
+AUTOSCALER_VERSIONS = ("v1", "v2")
+#: The clusterSelector key KubeRay reads: the name of the RayCluster to run on.
+CLUSTER_SELECTOR_KEY = "ray.io/cluster"
+# A rule's TTL must not decrease along this order (workers go first, the RayJob last).
+_DELETION_ORDER = ("DeleteWorkers", "DeleteCluster", "DeleteSelf")
 MANAGED_BY = ("ray.io/kuberay-operator", "kueue.x-k8s.io/multikueue")
-_CLUSTER_KEY = "ray.io/cluster"
+_CLUSTER_KEY = CLUSTER_SELECTOR_KEY
 _RAY = KINDS["ray"]
 # Schema defaults of workerGroupSpecs[].minReplicas / maxReplicas (the API server applies them).
 _MIN_DEFAULT, _MAX_DEFAULT = 0, 2**31 - 1
@@ -67,13 +97,30 @@ def check_cluster_spec(report: Report, path: Path, cluster: object) -> None:
     else:
         report.add((*path, "headGroupSpec"), "required field is missing")
     check_one_of(report, (*path, "managedBy"), cluster.get("managedBy"), MANAGED_BY)
-    idle = as_dict(cluster.get("autoscalerOptions")).get("idleTimeoutSeconds")
+    options = as_dict(cluster.get("autoscalerOptions"))
+    idle = options.get("idleTimeoutSeconds")
     if is_int(idle) and idle < 0:
         report.add((*path, "autoscalerOptions", "idleTimeoutSeconds"), f"must be >= 0, got {idle}")
+    check_one_of(report, (*path, "autoscalerOptions", "version"), options.get("version"), AUTOSCALER_VERSIONS)
+    if cluster.get("enableInTreeAutoscaling") is True and options.get("version") == "v2":
+        _check_v2_restart_policies(report, path, cluster)
     seen: dict[str, int] = {}
     for index, group in enumerate(as_list(cluster.get("workerGroupSpecs"))):
         if isinstance(group, Mapping):
             _check_worker_group(report, (*path, "workerGroupSpecs", index), group, index, seen)
+
+
+def _check_v2_restart_policies(report: Report, path: Path, cluster: Mapping[str, Any]) -> None:
+    # Autoscaler v2 replaces failed Ray nodes itself, so KubeRay wants pods that are never restarted.
+    templates: list[tuple[Path, Mapping[str, Any]]] = [(("headGroupSpec",), as_dict(cluster.get("headGroupSpec")))]
+    templates += [(("workerGroupSpecs", i), as_dict(g)) for i, g in enumerate(as_list(cluster.get("workerGroupSpecs")))]
+    for where, group in templates:
+        restart = as_dict(as_dict(group.get("template")).get("spec")).get("restartPolicy")
+        if restart not in (None, "", "Never"):
+            report.add(
+                (*path, *where, "template", "spec", "restartPolicy"),
+                f'must be "Never" or unset with autoscaler v2, got {describe_value(restart)}',
+            )
 
 
 def _check_worker_group(report: Report, path: Path, group: Mapping[str, Any], index: int, seen: dict[str, int]) -> None:
@@ -102,7 +149,7 @@ def _check_worker_group(report: Report, path: Path, group: Mapping[str, Any], in
         report.add((*path, "replicas"), f"{replicas} is outside [minReplicas, maxReplicas] = [{low}, {high}]")
 
 
-def _check_deletion_strategy(report: Report, spec: Mapping[str, Any]) -> None:
+def _check_deletion_strategy(report: Report, spec: Mapping[str, Any], has_selector: bool) -> None:
     strategy = spec.get("deletionStrategy")
     if not isinstance(strategy, Mapping):
         return
@@ -110,18 +157,65 @@ def _check_deletion_strategy(report: Report, spec: Mapping[str, Any]) -> None:
     legacy = "onSuccess" in strategy or "onFailure" in strategy
     if legacy and "deletionRules" in strategy:
         report.add(path, "legacy policies (onSuccess/onFailure) and deletionRules cannot be used together")
-    elif not ("deletionRules" in strategy or ("onSuccess" in strategy and "onFailure" in strategy)):
+        return
+    if not ("deletionRules" in strategy or ("onSuccess" in strategy and "onFailure" in strategy)):
         report.add(path, "requires both onSuccess and onFailure, or deletionRules")
-    if "deletionRules" in strategy and spec.get("shutdownAfterJobFinishes") is True:
+        return
+    autoscaling = as_dict(spec.get("rayClusterSpec")).get("enableInTreeAutoscaling") is True
+    shutdown = spec.get("shutdownAfterJobFinishes") is True
+
+    def check_policy(where: Path, policy: object) -> None:
+        if policy is None:
+            report.add(where, "required field is missing")
+            return
+        check_one_of(report, where, policy, DELETION_POLICIES)
+        if has_selector and policy in ("DeleteCluster", "DeleteWorkers"):
+            report.add(where, f"{policy} is not allowed with clusterSelector: the RayCluster is not the job's")
+        if autoscaling and policy == "DeleteWorkers":
+            report.add(where, "DeleteWorkers is not allowed with autoscaling (enableInTreeAutoscaling)")
+
+    if legacy:
+        for side in ("onSuccess", "onFailure"):
+            policy = as_dict(strategy.get(side)).get("policy")
+            check_policy((*path, side, "policy"), policy)
+            if shutdown and policy == "DeleteNone":
+                report.add((*path, side, "policy"), "DeleteNone contradicts shutdownAfterJobFinishes: true")
+        return
+    if shutdown:
         report.add(("spec", "shutdownAfterJobFinishes"), "cannot be true together with deletionStrategy.deletionRules")
-    for index, rule in enumerate(as_list(strategy.get("deletionRules"))):
+    rules = as_list(strategy.get("deletionRules"))
+    if not rules:
+        report.add((*path, "deletionRules"), "must hold at least one rule")
+    ttls: dict[tuple[str, object], dict[object, int]] = {}
+    for index, rule in enumerate(rules):
+        where = (*path, "deletionRules", index)
         condition = as_dict(as_dict(rule).get("condition"))
         given = [k for k in ("jobStatus", "jobDeploymentStatus") if k in condition]
         if len(given) != 1:
+            report.add((*where, "condition"), "needs exactly one of jobStatus and jobDeploymentStatus")
+            continue
+        allowed = DELETION_JOB_STATUSES if given[0] == "jobStatus" else DELETION_DEPLOYMENT_STATUSES
+        check_one_of(report, (*where, "condition", given[0]), condition[given[0]], allowed)
+        ttl = condition.get("ttlSeconds", 0)
+        if not is_int(ttl) or ttl < 0:
+            report.add((*where, "condition", "ttlSeconds"), f"must be an integer >= 0, got {describe_value(ttl)}")
+            continue
+        policy = as_dict(rule).get("policy")
+        check_policy((*where, "policy"), policy)
+        by_policy = ttls.setdefault((given[0], condition[given[0]]), {})
+        if policy in by_policy:
             report.add(
-                (*path, "deletionRules", index, "condition"),
-                "needs exactly one of jobStatus and jobDeploymentStatus",
+                where, f"duplicate rule for {json_str(str(policy))} on {given[0]} {json_str(str(condition[given[0]]))}"
             )
+        by_policy[policy] = ttl
+    for (key, value), by_policy in ttls.items():
+        ordered = [(p, by_policy[p]) for p in _DELETION_ORDER if p in by_policy]
+        for (before, low), (after, high) in itertools.pairwise(ordered):
+            if high < low:
+                report.add(
+                    (*path, "deletionRules"),
+                    f"on {key} {json_str(str(value))}: the {after} TTL ({high}) must be >= the {before} TTL ({low})",
+                )
 
 
 def _check_submission(report: Report, spec: Mapping[str, Any], mode: object, has_selector: bool) -> None:
@@ -131,6 +225,12 @@ def _check_submission(report: Report, spec: Mapping[str, Any], mode: object, has
     elif is_int(backoff) and backoff > 0 and (has_selector or mode == "InteractiveMode"):
         why = "clusterSelector (an existing cluster)" if has_selector else "InteractiveMode"
         report.add(("spec", "backoffLimit"), f"must be 0 with {why}: each retry needs a new RayCluster")
+    if has_selector and mode == "SidecarMode":
+        report.add(("spec", "submissionMode"), "SidecarMode cannot be used with clusterSelector (an existing cluster)")
+    if has_selector and spec.get("suspend") is True:
+        report.add(
+            ("spec", "suspend"), "not allowed with clusterSelector: KubeRay cannot suspend a job on an existing cluster"
+        )
     if mode == "SidecarMode":
         for field in ("submitterPodTemplate", "submitterConfig"):
             if spec.get(field) is not None:
@@ -173,6 +273,12 @@ def _check_encoded_fields(report: Report, spec: Mapping[str, Any]) -> None:
 def check_rayjob(obj: Mapping[str, Any], report: Report) -> None:
     check_metadata(report, obj, dns1035=True, max_length=_RAY.max_name_length)
     spec = as_dict(obj.get("spec"))
+    _check_rayjob_spec(report, spec)
+    check_cluster_spec(report, ("spec", "rayClusterSpec"), spec.get("rayClusterSpec"))
+
+
+def _check_rayjob_spec(report: Report, spec: Mapping[str, Any]) -> None:
+    """The RayJob-level rules (``ValidateRayJobSpec`` without ``ValidateRayClusterSpec``)."""
     mode = spec.get("submissionMode", "K8sJobMode")
     check_one_of(report, ("spec", "submissionMode"), mode, SUBMISSION_MODES)
     check_one_of(report, ("spec", "managedBy"), spec.get("managedBy"), MANAGED_BY)
@@ -197,8 +303,15 @@ def check_rayjob(obj: Mapping[str, Any], report: Report) -> None:
         report.add(("spec", "clusterSelector", _CLUSTER_KEY), "required: the name of the existing RayCluster")
     _check_submission(report, spec, mode, has_selector)
     _check_encoded_fields(report, spec)
-    _check_deletion_strategy(report, spec)
-    check_cluster_spec(report, ("spec", "rayClusterSpec"), cluster)
+    _check_deletion_strategy(report, spec, has_selector)
+
+
+def rayjob_spec_problems(spec: Mapping[str, Any]) -> list[Problem]:
+    """The RayJob-level rule violations of ``spec`` (a RayJob ``spec``; its ``rayClusterSpec`` is read only for
+    ``enableInTreeAutoscaling`` and the head's ``restartPolicy``). Paths start with ``spec``."""
+    report = Report()
+    _check_rayjob_spec(report, spec)
+    return report.problems
 
 
 def check_raycluster(obj: Mapping[str, Any], report: Report) -> None:

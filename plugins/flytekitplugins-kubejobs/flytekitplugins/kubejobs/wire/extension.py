@@ -28,13 +28,26 @@ translating them::
       },
       "runPolicy": {"suspend": true, "backoffLimit": 0,
                     "schedulingPolicy": {"minAvailable": 3, "queue": "q", "priorityClass": "high"}},
-      "queue": {"name": "team-a", "priorityClass": "high"}   # Kueue: LocalQueue, WorkloadPriorityClass
+      "queue": {"name": "team-a", "priorityClass": "high"},  # Kueue: LocalQueue, WorkloadPriorityClass
+      "rayJob": {                            # RayJob spec fields flyteidl's RayJob lacks, KubeRay's names
+        "submissionMode": "HTTPMode", "backoffLimit": 1, "activeDeadlineSeconds": 600,
+        "preRunningDeadlineSeconds": 300, "suspend": true,
+        "entrypointNumCpus": 1, "entrypointNumGpus": 0.5, "entrypointResources": "{\"custom\": 1}",
+        "deletionStrategy": {"deletionRules": [{"policy": "DeleteCluster",
+                                                "condition": {"jobStatus": "FAILED", "ttlSeconds": 60}}]},
+        "submitterConfig": {"backoffLimit": 0},
+        "submitterPodTemplate": {"spec": {"containers": [{"resources": {"limits": {"cpu": "500m"}}}]}},
+        "clusterSelector": {"ray.io/cluster": "shared"},   # run on that RayCluster: no rayClusterSpec
+        "rayClusterSpec": {"autoscalerOptions": {"version": "v2", "imagePullPolicy": "IfNotPresent"}}
+      }
     }
 
 Which sections a kind honours is ``JobKind.extension_sections`` (``wire.kinds``): the Training Operator
-kinds take ``replicaSpecs``, ``runPolicy`` and ``queue``; a RayJob ``queue`` and ``rayGroups`` (its groups
-carry pod settings in their ``k8s_pod``), so a Ray custom with ``replicaSpecs`` or ``runPolicy`` under the key
-is refused.
+kinds take ``replicaSpecs``, ``runPolicy`` and ``queue``; a RayJob ``queue``, ``rayGroups`` and ``rayJob`` (its
+groups carry pod settings in their ``k8s_pod``), so a Ray custom with ``replicaSpecs`` or ``runPolicy`` under the
+key is refused. ``rayJob`` values are copied into the RayJob spec as written; ``submitterPodTemplate`` may hold
+only the submitter container's ``resources`` and ``rayClusterSpec`` only the ``autoscalerOptions`` keys of
+``RAY_AUTOSCALER_KEYS`` (what flyteidl's AutoscalerOptions lacks); the backend refuses anything else.
 
 ``computeTemplate`` names a template stored in the cluster (``wire.compute``): this project's connector
 resolves it at create time with the precedence of ``ComputeTemplate`` objects (pod template < template <
@@ -56,6 +69,8 @@ __all__ = [
     "IDL_RESOURCE_NAMES",
     "QUEUE_KEYS",
     "RAY_GROUP_KEYS",
+    "RAY_AUTOSCALER_KEYS",
+    "RAY_JOB_KEYS",
     "ROLE_KEYS",
     "RUN_POLICY_KEYS",
     "SECTIONS",
@@ -63,6 +78,7 @@ __all__ = [
     "QueueExtension",
     "RayGroupExtension",
     "RayGroupsExtension",
+    "RayJobExtension",
     "RoleExtension",
     "RunPolicyExtension",
 ]
@@ -116,6 +132,29 @@ class RayGroupExtension(TypedDict, total=False):
 class RayGroupsExtension(TypedDict, total=False):
     head: RayGroupExtension
     workers: dict[str, RayGroupExtension]
+class RayAutoscalerExtension(TypedDict, total=False):
+    version: str
+    imagePullPolicy: str
+
+
+class RayClusterSpecExtension(TypedDict, total=False):
+    autoscalerOptions: RayAutoscalerExtension
+
+
+class RayJobExtension(TypedDict, total=False):
+    submissionMode: str
+    deletionStrategy: dict[str, Any]
+    backoffLimit: int
+    activeDeadlineSeconds: int
+    preRunningDeadlineSeconds: int
+    entrypointNumCpus: float
+    entrypointNumGpus: float
+    entrypointResources: str
+    submitterPodTemplate: dict[str, Any]
+    submitterConfig: dict[str, Any]
+    suspend: bool
+    clusterSelector: dict[str, str]
+    rayClusterSpec: RayClusterSpecExtension
 
 
 class Extension(TypedDict, total=False):
@@ -124,6 +163,7 @@ class Extension(TypedDict, total=False):
     runPolicy: RunPolicyExtension
     queue: QueueExtension
     rayGroups: RayGroupsExtension
+    rayJob: RayJobExtension
 
 
 #: The keys each part may hold; the backend refuses any other.
@@ -131,4 +171,6 @@ ROLE_KEYS = frozenset(RoleExtension.__annotations__)
 RUN_POLICY_KEYS = frozenset(RunPolicyExtension.__annotations__)
 QUEUE_KEYS = frozenset(QueueExtension.__annotations__)
 RAY_GROUP_KEYS = frozenset(RayGroupExtension.__annotations__)
+RAY_JOB_KEYS = frozenset(RayJobExtension.__annotations__)
+RAY_AUTOSCALER_KEYS = frozenset(RayAutoscalerExtension.__annotations__)
 SECTIONS = frozenset(Extension.__annotations__) - {"version"}

@@ -196,7 +196,7 @@ KINDS: dict[str, JobKind] = {
             StatusStyle.JOB_DEPLOYMENT,
             container="ray-head",
             task_type_versions=(0,),
-            extension_sections=frozenset({"queue", "rayGroups"}),
+            extension_sections=frozenset({"queue", "rayGroups", "rayJob"}),
         ),
     )
 }

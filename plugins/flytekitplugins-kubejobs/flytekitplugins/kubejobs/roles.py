@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar, Optional, Union
 
-from flytekit import Resources
+from flytekit import ImageSpec, Resources
 
 from .compute import ComputeTemplate, Requirements, resolve_requirements
 from .k8sobjects import env_to_k8s, to_k8s_dict, to_k8s_list
@@ -42,7 +42,7 @@ class ReplicaRole:
     :func:`flytekitplugins.kubejobs.compute.resolve_requirements`.
     """
 
-    image: Optional[str] = None
+    image: Optional[Union[str, ImageSpec]] = None
     requests: Optional[Resources] = None
     limits: Optional[Resources] = None
     replicas: Optional[int] = None
@@ -64,7 +64,7 @@ class ReplicaRole:
     def __post_init__(self) -> None:
         name = type(self).__name__
         set_ = object.__setattr__
-        if check_optional_str(f"{name}.image", self.image) is not None:
+        if not isinstance(self.image, ImageSpec) and check_optional_str(f"{name}.image", self.image) is not None:
             check_image(f"{name}.image", self.image)
         set_(self, "requests", normalize_resources(f"{name}.requests", self.requests))
         set_(self, "limits", normalize_resources(f"{name}.limits", self.limits))
@@ -98,6 +98,16 @@ class ReplicaRole:
         # serialization (which reads it several times per role) does not redo it. Not a field, so it
         # stays out of eq/repr/replace; the role is frozen, so it cannot go stale.
         set_(self, "_requirements", resolve_requirements(name, self.compute_template, self.requests, self.limits))
+
+    def image_name(self) -> Optional[str]:
+        """The role's image; an ``ImageSpec`` is built first (``ImageBuildEngine.build``, as flytekit does for a
+        task's ``container_image`` at registration; a no-op while a task executes) and gives its image name."""
+        if isinstance(self.image, ImageSpec):
+            from flytekit.image_spec.image_spec import ImageBuildEngine
+
+            ImageBuildEngine.build(self.image)
+            return str(self.image.image_name())
+        return self.image
 
     def requirements(self) -> Requirements:
         """The role's container resources after the compute-template precedence rule (fresh dicts)."""

@@ -24,7 +24,8 @@ MAX_CONTEXT_BYTES = 1024 * 1024
 #: The ConfigMap key (and file name in the kaniko container) of the build context.
 CONTEXT_KEY = "context.tar.gz"
 #: Where the context ConfigMap is mounted in the kaniko container.
-CONTEXT_MOUNT = "/kaniko/buildcontext"
+# Not /kaniko/buildcontext: kaniko unpacks a tar:// context there, so that folder must stay writable.
+CONTEXT_MOUNT = "/kaniko/context-archive"
 #: Labels of every object the builder creates (the sample Role and `kubectl get -l` rely on them).
 BUILD_LABELS = {
     "app.kubernetes.io/managed-by": "flytekitplugins-kubejobs",

@@ -57,7 +57,8 @@ def test_the_configmap_and_job_are_accepted_unchanged(k8s: Any, namespace: str) 
     from kubernetes import client
 
     built = render(SPEC, _settings(namespace))
-    core, batch = client.CoreV1Api(k8s), client.BatchV1Api(k8s)
+    core: Any = client.CoreV1Api(k8s)
+    batch: Any = client.BatchV1Api(k8s)
     got_cm = core.create_namespaced_config_map(namespace, built["configmap"], dry_run="All", field_validation="Strict")
     got_job = batch.create_namespaced_job(namespace, built["job"], dry_run="All", field_validation="Strict")
     assert _is_subset(built["configmap"], k8s.sanitize_for_serialization(got_cm))
@@ -69,7 +70,7 @@ def test_the_context_limit_is_the_api_servers(k8s: Any, namespace: str) -> None:
 
     from kubernetes import client
 
-    core = client.CoreV1Api(k8s)
+    core: Any = client.CoreV1Api(k8s)
 
     def configmap(size: int) -> dict[str, Any]:
         data = base64.b64encode(b"\0" * size).decode()
@@ -84,21 +85,25 @@ def test_the_context_limit_is_the_api_servers(k8s: Any, namespace: str) -> None:
 @pytest.fixture
 def builder_kubeconfig(k8s: Any, cluster: dict[str, Any], namespace: str, tmp_path: Path) -> Path:
     """A kubeconfig of a ServiceAccount that deploy/imagebuild-rbac.yaml's Role (in ``namespace``) binds."""
-    from kubernetes import client, utils
+    from kubernetes import client
+
+    utils: Any = __import__("kubernetes.utils").utils  # untyped
 
     docs = [d for d in yaml.safe_load_all((REPO / "deploy" / "imagebuild-rbac.yaml").read_text()) if d]
     for doc in docs:
         doc["metadata"]["namespace"] = namespace
         if doc["kind"] == "RoleBinding":
             doc["subjects"] = [{"kind": "ServiceAccount", "name": "builder", "namespace": namespace}]
-    core = client.CoreV1Api(k8s)
+    core: Any = client.CoreV1Api(k8s)
     core.create_namespaced_service_account(namespace, {"metadata": {"name": "builder"}})
     utils.create_from_yaml(k8s, yaml_objects=docs, namespace=namespace)
     issued = core.create_namespaced_service_account_token(
         "builder", namespace, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
     ).status
     assert issued is not None and issued.token
-    return write_kubeconfig(tmp_path / "builder.yaml", cluster["server"], Path(cluster["ca"]), "builder", None, issued.token)
+    return write_kubeconfig(
+        tmp_path / "builder.yaml", cluster["server"], Path(cluster["ca"]), "builder", None, issued.token
+    )
 
 
 def test_a_succeeded_build_reports_the_pushed_image(k8s: Any, namespace: str, builder_kubeconfig: Path) -> None:
@@ -107,15 +112,19 @@ def test_a_succeeded_build_reports_the_pushed_image(k8s: Any, namespace: str, bu
     lines: list[str] = []
     builder = KanikoImageBuilder(_settings(namespace, kubeconfig=str(builder_kubeconfig)), report=lines.append)
     image = builder.build_image(SPEC)
-    assert image == SPEC.image_name() and image.startswith("registry.example:5000/ml/train:")
+    assert image is not None and image == SPEC.image_name() and image.startswith("registry.example:5000/ml/train:")
     assert lines[0].startswith(f"kaniko: building {image} in Job {namespace}/kaniko-")
     assert lines[-1] == f"kaniko: pushed {image}"
     assert any(line.endswith(" Succeeded") for line in lines)
-    (job,) = client.BatchV1Api(k8s).list_namespaced_job(namespace).items
-    (configmap,) = client.CoreV1Api(k8s).list_namespaced_config_map(namespace, label_selector="app.kubernetes.io/component=image-build").items
+    core: Any = client.CoreV1Api(k8s)
+    batch: Any = client.BatchV1Api(k8s)
+    (job,) = batch.list_namespaced_job(namespace).items
+    selector = "app.kubernetes.io/component=image-build"
+    (configmap,) = core.list_namespaced_config_map(namespace, label_selector=selector).items
     # The Job owns the context, so its TTL collects both.
-    assert [(o.kind, o.name, o.uid) for o in configmap.metadata.owner_references] == [("Job", job.metadata.name, job.metadata.uid)]
-    (pod,) = client.CoreV1Api(k8s).list_namespaced_pod(namespace, label_selector=f"job-name={job.metadata.name}").items
+    owners = [(o.kind, o.name, o.uid) for o in configmap.metadata.owner_references]
+    assert owners == [("Job", job.metadata.name, job.metadata.uid)]
+    (pod,) = core.list_namespaced_pod(namespace, label_selector=f"job-name={job.metadata.name}").items
     container = pod.spec.containers[0]
     assert container.args[2] == f"--destination={image}"
     assert [m.mount_path for m in container.volume_mounts] == ["/kaniko/context-archive", "/kaniko/.docker"]
@@ -124,7 +133,7 @@ def test_a_succeeded_build_reports_the_pushed_image(k8s: Any, namespace: str, bu
 def test_a_failed_build_raises_with_the_log_tail(k8s: Any, namespace: str, builder_kubeconfig: Path) -> None:
     from kubernetes import client
 
-    core = client.CoreV1Api(k8s)
+    core: Any = client.CoreV1Api(k8s)
     log = "\n".join(f"INFO[{i:04d}] step {i}" for i in range(60)) + "\nerror building image: exit status 100"
 
     def report(line: str) -> None:

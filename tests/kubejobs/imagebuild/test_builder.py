@@ -211,4 +211,4 @@ def test_a_role_image_of_another_type_is_refused() -> None:
     from flytekitplugins.kfoperators import Worker
 
     with pytest.raises(TypeError, match=r"Worker.image"):
-        Worker(image=3)  # type: ignore[arg-type]
+        Worker(image=3)

@@ -16,6 +16,8 @@ from .settings import BuildSettings
 #: The ``ImageSpec.builder`` value of this builder.
 BUILDER_TYPE = "kaniko"
 
+__all__ = ["BUILDER_TYPE", "KanikoImageBuilder", "context_files", "register", "render"]
+
 
 def context_files(spec: ImageSpec) -> dict[str, bytes]:
     """The files the image gets in ``/root`` (``source_root`` by its copy mode, then ``copy``), by context path."""
@@ -117,7 +119,9 @@ class KanikoImageBuilder(ImageSpecBuilder):  # type: ignore[misc]
 
 
 def register(settings: Optional[Mapping[str, Any]] = None) -> None:
-    """Register ``KanikoImageBuilder`` with flytekit's ImageBuildEngine as ``kaniko`` (priority 0: never the default)."""
+    """Register ``KanikoImageBuilder`` with flytekit's ImageBuildEngine as ``kaniko``.
+
+    Priority 0: an ImageSpec without ``builder=`` keeps flytekit's default builder."""
     from flytekit.image_spec.image_spec import ImageBuildEngine
 
     built = BuildSettings.from_mapping(settings) if settings is not None else None

@@ -50,6 +50,18 @@ _IMAGE = re.compile(
 _PYTHON_VERSION = re.compile(r"3\.[0-9]{1,2}")
 _PLATFORM = re.compile(r"[a-z0-9]+/[a-z0-9_]+(/[a-z0-9]+)?")
 
+__all__ = [
+    "CONTEXT_FILES_DIR",
+    "CONTEXT_REQUIREMENTS",
+    "IMAGE_ROOT",
+    "UNSUPPORTED",
+    "Recipe",
+    "check_base_image",
+    "check_pip_requirement",
+    "recipe_from_image_spec",
+    "render_dockerfile",
+]
+
 
 def _has_control(text: str) -> bool:
     return any(ord(c) < 32 or ord(c) == 127 for c in text)
@@ -198,7 +210,7 @@ UNSUPPORTED = {
     "cuda": "use a CUDA base image",
     "cudnn": "use a CUDA base image",
     "pip_secret_mounts": "kaniko has no build secrets; use a private index URL the cluster can reach",
-    "registry_config": "the registry credentials come from the platform's Secret (KUBEJOBS_IMAGE_BUILD_REGISTRY_SECRET)",
+    "registry_config": "the registry credentials are the platform's Secret (KUBEJOBS_IMAGE_BUILD_REGISTRY_SECRET)",
     "runtime_packages": "not supported by the kaniko builder",
     "builder_options": "the kaniko builder takes no options (configure it with KUBEJOBS_IMAGE_BUILD_*)",
     "builder_config": "the kaniko builder takes no builder images",

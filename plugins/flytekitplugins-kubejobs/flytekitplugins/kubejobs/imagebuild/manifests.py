@@ -36,6 +36,20 @@ IMAGE_ANNOTATION = "kubejobs.flyte.org/image"
 #: The kaniko container's name.
 CONTAINER = "kaniko"
 
+__all__ = [
+    "BUILD_LABELS",
+    "CONTAINER",
+    "CONTEXT_KEY",
+    "CONTEXT_MOUNT",
+    "IMAGE_ANNOTATION",
+    "MAX_CONTEXT_BYTES",
+    "ContextTooLarge",
+    "build_job",
+    "build_name",
+    "context_archive",
+    "context_configmap",
+]
+
 
 class ContextTooLarge(ValueError):
     """The build context is above what one ConfigMap can hold."""

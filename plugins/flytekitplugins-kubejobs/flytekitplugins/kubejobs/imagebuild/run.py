@@ -18,6 +18,8 @@ from .settings import BuildSettings
 #: Lines of the kaniko log an ImageBuildFailed carries.
 LOG_TAIL_LINES = 40
 
+__all__ = ["LOG_TAIL_LINES", "ImageBuildFailed", "api_client", "run_build"]
+
 
 class ImageBuildFailed(RuntimeError):
     """The kaniko Job failed (or timed out); the message ends with the build log's tail."""
@@ -29,8 +31,9 @@ class ImageBuildFailed(RuntimeError):
 
 def api_client(settings: BuildSettings) -> Any:
     """A client from ``settings.kubeconfig``, else ``$KUBECONFIG`` / ``~/.kube/config``, else in-cluster."""
-    from kubernetes import client, config
+    from kubernetes import client
 
+    config: Any = __import__("kubernetes.config").config  # untyped loaders
     configuration = client.Configuration()
     try:
         config.load_kube_config(config_file=settings.kubeconfig, client_configuration=configuration)
@@ -53,7 +56,8 @@ def run_build(
     from kubernetes import client as k8s
 
     api = client if client is not None else api_client(settings)
-    core, batch = k8s.CoreV1Api(api), k8s.BatchV1Api(api)
+    core: Any = k8s.CoreV1Api(api)  # bodies are plain dicts, which the client serializes as they are
+    batch: Any = k8s.BatchV1Api(api)
     namespace, name = settings.namespace, job["metadata"]["name"]
     core.create_namespaced_config_map(namespace, configmap)
     created = batch.create_namespaced_job(namespace, job)
@@ -87,8 +91,9 @@ def _follow(
     """Watch the Job's pod until it ends (returned) or a watch window closes (None: check the Job)."""
     from kubernetes import watch
 
+    watcher: Any = watch.Watch()  # type: ignore[no-untyped-call]
     window = max(1, min(30, int(deadline - time.monotonic())))
-    stream = watch.Watch().stream(
+    stream = watcher.stream(
         core.list_namespaced_pod, namespace, label_selector=f"job-name={job}", timeout_seconds=window
     )
     for event in stream:

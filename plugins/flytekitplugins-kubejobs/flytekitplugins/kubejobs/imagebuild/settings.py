@@ -1,4 +1,4 @@
-"""The kaniko builder's configuration: a YAML file and ``KUBEJOBS_IMAGE_BUILD_<KEY>`` overrides (pure, no I/O here).
+"""The kaniko builder's configuration: a YAML file and ``KUBEJOBS_IMAGE_BUILD_<KEY>`` overrides (no flytekit here).
 
 ``BuildSettings.from_env(environ)`` reads the file named by ``KUBEJOBS_IMAGE_BUILD_CONFIG`` (keys as below,
 with ``-`` or ``_``), then each ``KUBEJOBS_IMAGE_BUILD_<KEY>`` variable wins over the file:
@@ -27,6 +27,8 @@ CONFIG_ENV = "KUBEJOBS_IMAGE_BUILD_CONFIG"
 ENV_PREFIX = "KUBEJOBS_IMAGE_BUILD_"
 
 _DNS_1123 = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+
+__all__ = ["CONFIG_ENV", "ENV_PREFIX", "KANIKO_IMAGE", "BuildSettings"]
 
 
 def _check_name(field_name: str, value: object, limit: int) -> str:

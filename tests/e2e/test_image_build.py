@@ -162,3 +162,18 @@ def test_a_failed_build_raises_with_the_log_tail(k8s: Any, namespace: str, build
     assert f"kaniko: the build of {SPEC.image_name()} failed (pod {namespace}/kaniko-" in message
     assert message.endswith("error building image: exit status 100")
     assert failed.value.log_tail.splitlines()[0] == "INFO[0021] step 21"  # the last 40 lines
+
+
+def test_a_namespace_that_refuses_the_pod_fails_the_build_at_once(
+    k8s: Any, namespace: str, builder_kubeconfig: Path
+) -> None:
+    """Pod Security ``restricted`` refuses the root container: the job controller's FailedCreate ends the wait."""
+    from kubernetes import client
+
+    core: Any = client.CoreV1Api(k8s)
+    core.patch_namespace(namespace, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
+    builder = KanikoImageBuilder(_settings(namespace, kubeconfig=str(builder_kubeconfig)), report=lambda _: None)
+    with pytest.raises(ImageBuildFailed) as failed:
+        builder.build_image(SPEC)
+    assert f"kaniko: Job {namespace}/kaniko-" in str(failed.value)
+    assert "FailedCreate" in str(failed.value) and "violates PodSecurity" in str(failed.value)

@@ -97,6 +97,14 @@ def test_the_job_runs_kaniko_once_with_the_context_and_the_registry_secret() -> 
     assert archive_files(configmap) == {"Dockerfile": built["dockerfile"].encode()}
 
 
+def test_an_image_spec_base_is_its_image_name() -> None:
+    base = spec(name="base", packages=["numpy==2.1.0"])
+    derived = spec(base_image=base, packages=["pandas==2.2.0"])
+    built = render(derived, BuildSettings())
+    assert built["dockerfile"].startswith(f"FROM {base.image_name()}\n")
+    assert derived.base_image is base  # the user's spec is not changed
+
+
 def test_copy_files_and_requirements_travel_in_the_context(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('hi')\n")

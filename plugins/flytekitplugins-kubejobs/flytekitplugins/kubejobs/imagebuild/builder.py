@@ -50,8 +50,13 @@ def render(spec: ImageSpec, settings: BuildSettings, suffix: str = "render") -> 
 
     ``suffix`` ends the Job's name (a build uses a random one, so a rebuild never collides with a kept Job).
     """
+    import copy
     from importlib.metadata import version
 
+    if isinstance(spec.base_image, ImageSpec):
+        # As ImageBuildEngine.build does before calling a builder (which builds the base first).
+        spec = copy.deepcopy(spec)
+        spec.base_image = spec.base_image.image_name()
     files = context_files(spec)
     recipe = recipe_from_image_spec(spec, has_files=bool(files), flytekit_version=version("flytekit"))
     dockerfile = render_dockerfile(recipe)

@@ -78,7 +78,7 @@ def run_build(
                     f"kaniko: the build of {image} failed (pod {namespace}/{pod.metadata.name})",
                     _log_tail(core, pod),
                 )
-        failed = _job_failure(batch, namespace, name)
+        failed = _job_failure(batch, namespace, name) or _pod_creation_failure(core, namespace, name)
         if failed is not None:
             raise ImageBuildFailed(f"kaniko: Job {namespace}/{name} failed: {failed}")
         if time.monotonic() > deadline:
@@ -92,7 +92,7 @@ def _follow(
     from kubernetes import watch
 
     watcher: Any = watch.Watch()  # type: ignore[no-untyped-call]
-    window = max(1, min(30, int(deadline - time.monotonic())))
+    window = max(1, min(10, int(deadline - time.monotonic())))
     stream = watcher.stream(
         core.list_namespaced_pod, namespace, label_selector=f"job-name={job}", timeout_seconds=window
     )
@@ -113,6 +113,18 @@ def _job_failure(batch: Any, namespace: str, name: str) -> Optional[str]:
         if condition.type == "Failed" and condition.status == "True":
             return f"{condition.reason}: {condition.message}"
     return None
+
+
+def _pod_creation_failure(core: Any, namespace: str, name: str) -> Optional[str]:
+    """The job controller's FailedCreate event (e.g. Pod Security refusing the root kaniko pod), if any."""
+    from kubernetes.client.exceptions import ApiException
+
+    selector = f"involvedObject.kind=Job,involvedObject.name={name},reason=FailedCreate"
+    try:
+        events = core.list_namespaced_event(namespace, field_selector=selector).items
+    except ApiException:
+        return None  # no right to read events: the Job's deadline ends the wait
+    return f"FailedCreate: {events[-1].message}" if events else None
 
 
 def _log_tail(core: Any, pod: Any) -> str:

@@ -29,6 +29,7 @@ PACKAGES = {
         "flytekitplugins.kubejobs.backend",
         "flytekitplugins.kubejobs.cli",
         "flytekitplugins.kubejobs.connector",
+        "flytekitplugins.kubejobs.imagebuild",
         "flytekitplugins.kubejobs.schema",
         "flytekitplugins.kubejobs.wire",
     },
@@ -120,3 +121,4 @@ def test_the_kubejobs_wheel_declares_its_command_and_connector_entry_point(wheel
         text = archive.read(entry_points).decode()
     assert "kubejobs = flytekitplugins.kubejobs.cli:main" in text
     assert "kubejobs-connector = flytekitplugins.kubejobs.connector" in text
+    assert "kubejobs-kaniko = flytekitplugins.kubejobs.imagebuild" in text

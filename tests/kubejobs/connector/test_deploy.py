@@ -43,6 +43,7 @@ def test_the_manifests_hold_no_cluster_wide_grant() -> None:
     kinds = {path.name: sorted(d["kind"] for d in _docs(path.name)) for path in sorted(DEPLOY.glob("*.yaml"))}
     assert kinds == {
         "connector.yaml": ["ConfigMap", "Deployment", "Service"],
+        "imagebuild-rbac.yaml": ["Role", "RoleBinding"],
         "networkpolicy.yaml": ["NetworkPolicy"],
         "rbac.yaml": [
             "ClusterRole",

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypedDict, Union, Unpack
 
-from flytekit import Resources
+from flytekit import ImageSpec, Resources
 from flytekitplugins.kubejobs.compute import ComputeTemplate
 from flytekitplugins.kubejobs.policies import RestartPolicy
 from flytekitplugins.kubejobs.roles import ReplicaRole
@@ -93,7 +93,7 @@ class Launcher(ReplicaRole):
     def __init__(
         self,
         command: Optional[Command] = None,
-        image: Optional[str] = None,
+        image: Optional[Union[str, ImageSpec]] = None,
         requests: Optional[Resources] = None,
         limits: Optional[Resources] = None,
         replicas: Optional[int] = None,
@@ -125,7 +125,7 @@ class Master(ReplicaRole):
 
     def __init__(
         self,
-        image: Optional[str] = None,
+        image: Optional[Union[str, ImageSpec]] = None,
         requests: Optional[Resources] = None,
         limits: Optional[Resources] = None,
         restart_policy: Optional[RestartPolicy] = None,

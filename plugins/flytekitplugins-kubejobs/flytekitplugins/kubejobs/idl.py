@@ -50,8 +50,9 @@ def fill_replica_spec(message: Any, role: ReplicaRole, replicas: Optional[int] =
     count = role.replicas if replicas is None else replicas
     if count:
         message.replicas = count
-    if role.image:
-        message.image = role.image
+    image = role.image_name()
+    if image:
+        message.image = image
     template = role.template_object
     gpu_name = template.gpu_resource_name if template else DEFAULT_GPU_RESOURCE_NAME
     requirements = role.requirements()

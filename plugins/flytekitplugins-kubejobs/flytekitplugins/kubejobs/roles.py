@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar, Optional, Union
 
-from flytekit import Resources
+from flytekit import ImageSpec, Resources
 
 from .compute import ComputeTemplate, Requirements, resolve_requirements
 from .k8sobjects import env_to_k8s, to_k8s_dict, to_k8s_list
@@ -45,7 +45,7 @@ class ReplicaRole:
     same rule.
     """
 
-    image: Optional[str] = None
+    image: Optional[Union[str, ImageSpec]] = None
     requests: Optional[Resources] = None
     limits: Optional[Resources] = None
     replicas: Optional[int] = None
@@ -68,7 +68,7 @@ class ReplicaRole:
     def __post_init__(self) -> None:
         name = type(self).__name__
         set_ = object.__setattr__
-        if check_optional_str(f"{name}.image", self.image) is not None:
+        if not isinstance(self.image, ImageSpec) and check_optional_str(f"{name}.image", self.image) is not None:
             check_image(f"{name}.image", self.image)
         set_(self, "requests", normalize_resources(f"{name}.requests", self.requests))
         set_(self, "limits", normalize_resources(f"{name}.limits", self.limits))
@@ -116,6 +116,16 @@ class ReplicaRole:
     def template_name(self) -> Optional[str]:
         """``compute_template`` when it names a template stored in the cluster, else None."""
         return self.compute_template if isinstance(self.compute_template, str) else None
+
+    def image_name(self) -> Optional[str]:
+        """The role's image; an ``ImageSpec`` is built first (``ImageBuildEngine.build``, as flytekit does for a
+        task's ``container_image`` at registration; a no-op while a task executes) and gives its image name."""
+        if isinstance(self.image, ImageSpec):
+            from flytekit.image_spec.image_spec import ImageBuildEngine
+
+            ImageBuildEngine.build(self.image)
+            return str(self.image.image_name())
+        return self.image
 
     def requirements(self) -> Requirements:
         """The role's container resources after the compute-template precedence rule (fresh dicts)."""

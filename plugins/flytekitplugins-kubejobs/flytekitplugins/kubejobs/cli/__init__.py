@@ -48,6 +48,7 @@ __all__ = [
     "CliError",
     "EXAMPLE_EXECUTION",
     "EXAMPLE_TEMPLATE_VARS",
+    "image",
     "main",
     "render",
     "serve",
@@ -408,3 +409,39 @@ def templates_delete(name: str, namespace: str) -> None:
 
     with TemplateApi(namespace) as api:
         click.echo(api.delete(name))
+
+
+@main.group()
+def image() -> None:
+    """In-cluster image builds (the ImageSpec builder ``kaniko``)."""
+
+
+@image.command("render")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("variable")
+@click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+def image_render(file: Path, variable: str, output: str) -> None:
+    """Print the Dockerfile, the context ConfigMap and the Job that build the ImageSpec VARIABLE of FILE.
+
+    Offline: nothing is created; the settings come from KUBEJOBS_IMAGE_BUILD_* as for a build. The
+    Dockerfile goes first, as a YAML comment block (JSON: a `dockerfile` key), then the two manifests.
+    """
+    import os
+
+    from flytekit.image_spec.image_spec import ImageSpec
+
+    from ..imagebuild import BuildSettings
+    from ..imagebuild import render as render_build
+    from .render import import_file
+
+    spec = getattr(import_file(file), variable, None)
+    if not isinstance(spec, ImageSpec):
+        fail(f"{file}:{variable} is a {type(spec).__name__}, not a flytekit ImageSpec")
+    built = render_build(spec, BuildSettings.from_env(os.environ))
+    if output == "json":
+        click.echo(dump({k: built[k] for k in ("image", "dockerfile", "files", "configmap", "job")}, "json"), nl=False)
+        return
+    header = [f"# image: {built['image']}", f"# context: {', '.join(built['files'])}", "# Dockerfile:"]
+    header += [f"#   {line}" for line in built["dockerfile"].splitlines()]
+    click.echo("\n".join(header))
+    click.echo("---\n" + dump(built["configmap"], "yaml") + "---\n" + dump(built["job"], "yaml"), nl=False)

@@ -40,19 +40,24 @@ EXAMPLE_TEMPLATE_VARS = {
 }
 
 
-def load_task(file: Path, task_name: str) -> Any:
+def import_file(file: Path) -> Any:
     """Import ``file`` as ``pyflyte`` does (module path from the first ancestor without ``__init__.py``)."""
     import importlib
 
-    from flytekit.core.base_task import PythonTask
     from flytekit.tools.module_loader import add_sys_path
     from flytekit.tools.script_mode import _find_project_root
 
     root = Path(_find_project_root(str(file.resolve())))
     module_name = ".".join(file.resolve().relative_to(root).with_suffix("").parts)
     with add_sys_path(str(root)):
-        module = importlib.import_module(module_name)
-    task = getattr(module, task_name, None)
+        return importlib.import_module(module_name)
+
+
+def load_task(file: Path, task_name: str) -> Any:
+    """The task ``task_name`` of ``file``, imported with :func:`import_file`."""
+    from flytekit.core.base_task import PythonTask
+
+    task = getattr(import_file(file), task_name, None)
     if task is None:
         fail(f"{file} has no task named {task_name!r}")
     if not isinstance(task, PythonTask):

@@ -33,7 +33,7 @@ class Runtime:
     """Everything a connector call needs, shared by the connectors of the four task types."""
 
     def __init__(self, settings: ConnectorSettings, client: Optional[KubeClient] = None):
-        from .cache import JobCache
+        from .cache import JobCache, PodLists
         from .client import KubeClient
         from .ownership import Ownership
 
@@ -42,6 +42,8 @@ class Runtime:
         self.ownership: Ownership = Ownership.from_file(settings.ownership_key_file)
         self.client = client or KubeClient(settings)
         self._build_config: Optional[BackendConfig] = None
+        #: TrainJob pods per job, for the log links (listed again only when the TrainJob changed).
+        self.pod_lists = PodLists()
         self.cache: Optional[JobCache] = (
             JobCache(
                 self.client,

@@ -331,6 +331,14 @@ class PodLists:
     ['a-node-0-0-x1']
     >>> lists.get(("ns", "a", "uid-1"), "8", now=10.0) is None  # the TrainJob changed: list again
     True
+    >>> lists.get(("ns", "a", "uid-1"), "7", now=30.0) is None  # too old: list again
+    True
+    >>> lists.get(("ns", "a", "uid-2"), "7", now=10.0) is None  # another object under the same name
+    True
+    >>> for name in ("b", "c"):
+    ...     lists.put(("ns", name, "u"), "1", [], now=0.0)
+    >>> len(lists), lists.get(("ns", "a", "uid-1"), "7", now=1.0) is None  # bounded: the oldest went first
+    (2, True)
     """
 
     def __init__(self, max_entries: int = 4096, max_age: float = 30.0):

@@ -165,7 +165,8 @@ def test_canonical_quantities_are_what_the_api_server_writes_back(k8s: Any) -> N
     from kubernetes import client
 
     texts = ["1000m", "1024Mi", "0.5", "1.5", "1.5Ki", "0.5Gi", "0.5Ki", "1000", "1500", "12000", "1000000", "250m"]
-    texts += ["2Gi", "1e3", "1500e-3", "1200e3", "0.1n", "1.0001", "0", "0Gi", "3Ti", "2048Ki", "1000k", "1500M"]
+    # no sub-milli values: a LimitRange rounds those up to milli units, a Go client round trip keeps nano units
+    texts += ["2Gi", "1e3", "1500e-3", "1200e3", "0", "0Gi", "3Ti", "2048Ki", "1000k", "1500M"]
     written = {f"example.com/q{i}": text for i, text in enumerate(texts)}
     limits = client.V1LimitRange(
         metadata=client.V1ObjectMeta(name="canonical"),

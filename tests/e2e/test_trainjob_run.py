@@ -178,14 +178,14 @@ def test_links_follow_a_recreated_pod(k8s: Any, cluster: dict[str, Any], namespa
     core = client.CoreV1Api(k8s)
     with connector_runtime(cluster["kubeconfig"], trainjob_backend(pytorch="torch-distributed")):
         run = create(
-            registered(Elastic(nnodes=1, nproc_per_node=1)), execution(namespace, "tj-recreated", "succeed", "40s")
+            registered(Elastic(nnodes=2, nproc_per_node=1)), execution(namespace, "tj-recreated", "succeed", "40s")
         )
         deadline = time.monotonic() + 60
         while not (run.last is not None and run.last.log_links and run.phase == TaskExecution.RUNNING):
             assert time.monotonic() < deadline, phase_names(run)
             poll(k8s, run)
             time.sleep(0.2)  # polling interval of a condition with a deadline
-        (first,) = jobset_pods(k8s, namespace, run.handle.name)
+        first = sorted(jobset_pods(k8s, namespace, run.handle.name))[0]
         core.delete_namespaced_pod(first, namespace, grace_period_seconds=0)
         deadline = time.monotonic() + 90
         while True:

@@ -4,8 +4,9 @@ A ClusterQueue with quota for two jobs and a LocalQueue; four PyTorch tasks nami
 (``RunPolicy(queue=KueueQueue(...))``) go through the connector. The backend creates them suspended with
 Kueue's queue label; Kueue admits two (resuming them), the other two wait, reported QUEUED with a message
 saying they wait for Kueue, never a failure, and run once quota frees. A TrainJob queued by the backend's
-``plugins.kueue`` rule is labelled and suspended, but Kueue v0.17.0 cannot resume it on Trainer v2.3.0 (xfail
-below); a RayJob whose queue has no quota stays QUEUED.
+``plugins.kueue`` rule is labelled and suspended, and runs once Kueue resumes it (Kueue v0.17.0 resumes it with a
+full update through Go's types: the backend writes the immutable ``spec.trainer`` as they write it back); a
+RayJob whose queue has no quota stays QUEUED.
 """
 
 from __future__ import annotations
@@ -112,11 +113,6 @@ def test_two_of_four_jobs_run_and_two_wait_in_queued(
         assert not {TaskExecution.FAILED, TaskExecution.RETRYABLE_FAILED} & set(run.phases), phase_names(run)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Kueue v0.17.0 admits it but cannot resume it: its unsuspend update changes spec.trainer, which Trainer "
-    "v2.3.0's CRD rule keeps immutable ('spec.trainer: Invalid value: field is immutable', kueue.log)",
-)
 def test_trainjob_queued_by_the_backend_rule_runs_when_admitted(
     k8s: Any, cluster: dict[str, Any], namespace: str, queue: tuple[str, str], e2e_runtimes: None
 ) -> None:

@@ -173,3 +173,25 @@ def test_the_accepted_rayjobs_carry_every_rayjob_setting(built_objects: list[dic
         if "submitterPodTemplate" in s
     ]
     assert {"cpu": "500m", "memory": "256Mi"} in [r.get("limits") for r in submitters if r]
+
+
+def test_canonical_quantities_are_what_the_api_server_writes_back(k8s: Any) -> None:
+    """wire.quantity.canonical_quantity against the API server's own Go round trip (a built-in kind's
+    quantities come back canonical): the spelling a TrainJob's immutable spec.trainer must use so that
+    Kueue's update through Go's types leaves it unchanged."""
+    from flytekitplugins.kubejobs.wire.quantity import canonical_quantity
+    from kubernetes import client
+
+    texts = ["1000m", "1024Mi", "0.5", "1.5", "1.5Ki", "0.5Gi", "0.5Ki", "1000", "1500", "12000", "1000000", "250m"]
+    # no sub-milli values: a LimitRange rounds those up to milli units, a Go client round trip keeps nano units
+    texts += ["2Gi", "1e3", "1500e-3", "1200e3", "0", "0Gi", "3Ti", "2048Ki", "1000k", "1500M"]
+    written = {f"example.com/q{i}": text for i, text in enumerate(texts)}
+    limits = client.V1LimitRange(
+        metadata=client.V1ObjectMeta(name="canonical"),
+        spec=client.V1LimitRangeSpec(limits=[client.V1LimitRangeItem(type="Container", max=written)]),
+    )
+    response: Any = client.CoreV1Api(k8s).create_namespaced_limit_range(
+        "default", limits, dry_run="All", _preload_content=False
+    )
+    back = json.loads(response.data)["spec"]["limits"][0]["max"]
+    assert {written[k]: back[k] for k in written} == {text: canonical_quantity(text) for text in written.values()}

@@ -564,9 +564,15 @@ def test_the_service_account_token_can_do_exactly_what_rbac_yaml_grants(grant: G
         "watch ConfigMaps in its own namespace": lambda: core.list_namespaced_config_map(
             "flyte", watch=True, timeout_seconds=1, _preload_content=False
         ),
+        "list trainjobs": lambda: custom.list_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", granted, "trainjobs"
+        ),
+        "list pods (a TrainJob's log links)": lambda: core.list_namespaced_pod(granted),
     }
     refused = {
-        "read pods": lambda: core.list_namespaced_pod(granted),
+        "read a pod": lambda: core.read_namespaced_pod("any", granted),
+        "read a pod's log": lambda: core.read_namespaced_pod_log("any", granted),
+        "list pods in a namespace it is not granted": lambda: core.list_namespaced_pod(foreign),
         "read secrets": lambda: core.list_namespaced_secret(granted),
         "read the connector's own namespace's secrets": lambda: core.list_namespaced_secret("flyte"),
         "create a job in a namespace it is not granted": lambda: custom.create_namespaced_custom_object(
@@ -594,6 +600,23 @@ def test_the_service_account_token_can_do_exactly_what_rbac_yaml_grants(grant: G
     }
     assert {what: status(call) for what, call in allowed.items()} == dict.fromkeys(allowed, 200)
     assert {what: status(call) for what, call in refused.items()} == dict.fromkeys(refused, 403)
+
+
+def test_the_service_account_token_runs_a_trainjob_through_the_connector(
+    grant: Grant, k8s: Any, cluster: dict[str, Any], e2e_runtimes: None
+) -> None:
+    """deploy/rbac.yaml is enough for the TrainJob target: create, get and the pod LIST of its log links."""
+    from flytekitplugins.kfoperators import PyTorch, Worker
+
+    from .drive import connector_runtime, create, execution, registered, wait_terminal
+    from .test_trainjob_run import assert_links_name_the_real_pods, trainjob_backend
+
+    with connector_runtime(str(grant.kubeconfig), trainjob_backend()):
+        run = create(registered(PyTorch(worker=Worker(replicas=1))), execution(grant.granted, "sa-trainjob", "succeed"))
+        assert run.handle.plural == "trainjobs", run.handle
+        wait_terminal(k8s, [run])
+    assert run.phase == TaskExecution.SUCCEEDED, run.phases
+    assert_links_name_the_real_pods(k8s, run)
 
 
 # -- TLS --------------------------------------------------------------------------------------------------------------

@@ -12,15 +12,29 @@ the two of ``runtimes.py``, made as a cluster admin would (one failed pod fails 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from flyteidl.core.execution_pb2 import TaskExecution
 from flytekitplugins.kfoperators import Elastic, Launcher, MPIJob, PyTorch, Worker
 from flytekitplugins.kubejobs.backend import BackendConfig
+from flytekitplugins.kubejobs.connector.runtime import runtime
 
-from .drive import Run, condition_sequence, connector_runtime, create, execution, phase_names, registered, wait_terminal
+from .drive import (
+    Run,
+    condition_sequence,
+    connector_runtime,
+    create,
+    execution,
+    phase_names,
+    poll,
+    registered,
+    wait_terminal,
+)
 from .runtimes import MPI_RUNTIME, TORCH_RUNTIME
 
 pytestmark = pytest.mark.slow
@@ -101,3 +115,85 @@ def test_elastic_config_runs_on_the_upstream_torch_runtime(k8s: Any, cluster: di
     print(json.dumps({"trainjob": "elastic", "conditions": condition_sequence(run.statuses)}))
     assert run.phase == TaskExecution.SUCCEEDED, (condition_sequence(run.statuses), phase_names(run))
     assert_links_name_the_real_pods(k8s, run)
+
+
+@dataclass
+class Reads:
+    """What the connector's real client did (each call still goes to the real API server)."""
+
+    versions: list[str] = field(default_factory=list)  # resourceVersion of each TrainJob a get() read
+    pod_lists: int = 0
+
+
+@contextmanager
+def counted(kubeconfig: str, backend: BackendConfig) -> Iterator[Reads]:
+    """The connector's runtime with its reads and pod LISTs counted."""
+    with connector_runtime(kubeconfig, backend):
+        rt, reads = runtime(), Reads()
+        read, list_pods = rt.read, rt.client.list_pods
+
+        async def counted_read(kind: Any, namespace: str, name: str) -> Any:
+            obj = await read(kind, namespace, name)
+            reads.versions.append(str(((obj or {}).get("metadata") or {}).get("resourceVersion")))
+            return obj
+
+        async def counted_list(namespace: str, selector: str) -> Any:
+            reads.pod_lists += 1
+            return await list_pods(namespace, selector)
+
+        rt.read, rt.client.list_pods = counted_read, counted_list  # type: ignore[method-assign]
+        yield reads
+
+
+def changes(versions: list[str]) -> int:
+    return sum(1 for i, v in enumerate(versions) if i == 0 or v != versions[i - 1])
+
+
+def test_pods_are_listed_once_per_trainjob_state_not_per_get(
+    k8s: Any, cluster: dict[str, Any], e2e_runtimes: None, namespace: str
+) -> None:
+    """A get() lists the TrainJob's pods only when the TrainJob changed since the last list (or that list is
+    older than PodLists.max_age): a finished TrainJob polled again costs one GET each, no LIST."""
+    started = time.monotonic()
+    with counted(cluster["kubeconfig"], trainjob_backend()) as reads:
+        run = create(registered(PyTorch(worker=Worker(replicas=2))), execution(namespace, "tj-lists", "succeed"))
+        wait_terminal(k8s, [run])
+        during = reads.pod_lists
+        max_age = runtime().pod_lists.max_age
+        for _ in range(10):
+            poll(k8s, run)
+    elapsed = time.monotonic() - started
+    print(json.dumps({"gets": len(reads.versions), "states": changes(reads.versions), "pod_lists": reads.pod_lists}))
+    assert during <= changes(reads.versions) + int(elapsed // max_age), (during, reads.versions)
+    assert reads.pod_lists == during  # 10 more gets of the finished job: no LIST
+    assert len(reads.versions) > reads.pod_lists
+    assert_links_name_the_real_pods(k8s, run)
+
+
+def test_links_follow_a_recreated_pod(k8s: Any, cluster: dict[str, Any], namespace: str) -> None:
+    """Upstream torch-distributed retries a failed pod (its Jobs keep the default backoffLimit): a deleted pod
+    is replaced by the Job controller under a new name, and the links name the new pod, not the cached one."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(k8s)
+    with connector_runtime(cluster["kubeconfig"], trainjob_backend(pytorch="torch-distributed")):
+        run = create(
+            registered(Elastic(nnodes=2, nproc_per_node=1)), execution(namespace, "tj-recreated", "succeed", "40s")
+        )
+        deadline = time.monotonic() + 60
+        while not (run.last is not None and run.last.log_links and run.phase == TaskExecution.RUNNING):
+            assert time.monotonic() < deadline, phase_names(run)
+            poll(k8s, run)
+            time.sleep(0.2)  # polling interval of a condition with a deadline
+        first = sorted(jobset_pods(k8s, namespace, run.handle.name))[0]
+        core.delete_namespaced_pod(first, namespace, grace_period_seconds=0)
+        deadline = time.monotonic() + 90
+        while True:
+            poll(k8s, run)
+            linked = {link.uri.rsplit("/", 1)[-1] for link in run.last.log_links} if run.last else set()
+            real = jobset_pods(k8s, namespace, run.handle.name) - {first}
+            if real and linked == real:
+                break
+            assert time.monotonic() < deadline, (first, linked, real, phase_names(run))
+            time.sleep(0.5)  # polling interval of a condition with a deadline
+    assert first not in linked

@@ -19,7 +19,7 @@ import yaml
 from flytekitplugins.kubejobs.backend.podsecurity import pod_security_violations
 from flytekitplugins.kubejobs.connector import SUPPORTED
 from flytekitplugins.kubejobs.connector.settings import ConnectorSettings
-from flytekitplugins.kubejobs.wire.kinds import KINDS
+from flytekitplugins.kubejobs.wire.kinds import ENGINE_KINDS, KINDS
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parents[3]
@@ -67,12 +67,13 @@ def test_rbac_grants_what_the_connector_calls_and_only_in_its_namespaces() -> No
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
-    # client.py: create/get/delete; cache.py: list/watch. Nothing else (no update, patch, pods, secrets).
+    # client.py: create/get/delete; cache.py: list/watch; list of pods for the kinds whose log links need
+    # them (TrainJob). Nothing else (no update, patch, pod reads, secrets).
+    kinds = (*KINDS.values(), *ENGINE_KINDS)
     expected = {
-        (kind.group, kind.plural, verb)
-        for kind in KINDS.values()
-        for verb in ("create", "get", "list", "watch", "delete")
+        (kind.group, kind.plural, verb) for kind in kinds for verb in ("create", "get", "list", "watch", "delete")
     }
+    expected |= {("", "pods", "list")} if any(kind.lists_pods for kind in kinds) else set()
     assert granted == expected
     bindings = [d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"]["kind"] == "ClusterRole"]
     assert all(b["subjects"] == [ACCOUNT] for b in bindings)

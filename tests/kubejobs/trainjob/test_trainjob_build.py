@@ -3,6 +3,7 @@ Trainer release, and the refusals of settings with no TrainJob meaning."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections import OrderedDict
 from typing import Any
@@ -101,6 +102,21 @@ def test_pytorch_master_and_workers_are_nodes(trainer: Any) -> None:
     assert env["FLYTE_INTERNAL_EXECUTION_ID"] == "abc123"
     assert _node_patch(obj)["spec"]["nodeSelector"] == {"pool": "gpu"}
     assert obj["spec"]["runtimePatches"][0]["manager"] == "kubejobs.flyte.org/backend"
+
+
+@pytest.mark.parametrize(
+    "cfg", [PyTorch(worker=Worker(replicas=1)), MPIJob(launcher=Launcher(replicas=1), worker=Worker(replicas=2))]
+)
+def test_the_trainer_is_spelled_as_go_writes_it_back_so_kueue_can_resume_it(trainer: Any, cfg: Any) -> None:
+    """Kueue resumes an admitted TrainJob with a full update through Go's types; spec.trainer is immutable
+    (``self == oldSelf`` on raw values), so quantities must be canonical and empty env values left out."""
+    requests = Resources(cpu="1000m", mem="1024Mi")
+    with_worker = dataclasses.replace(cfg, worker=dataclasses.replace(cfg.worker, requests=requests, limits=requests))
+    obj = _build(trainer, with_worker, environment={"EMPTY": "", "SET": "x"})
+    t = obj["spec"]["trainer"]
+    assert t["resourcesPerNode"] == {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
+    env = {e["name"]: e for e in t["env"]}
+    assert env["EMPTY"] == {"name": "EMPTY"} and env["SET"] == {"name": "SET", "value": "x"}
 
 
 def test_elastic_nodes_and_rendezvous(trainer: Any) -> None:

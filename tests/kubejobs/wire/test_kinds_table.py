@@ -12,7 +12,7 @@ from flyteidl.core.tasks_pb2 import Container, TaskTemplate
 from flytekitplugins.kubejobs import backend
 from flytekitplugins.kubejobs.backend import builders, decode, kubeflow
 from flytekitplugins.kubejobs.wire import kinds
-from flytekitplugins.kubejobs.wire.kinds import KINDS, JobKind, LinkedRole, Role, StatusStyle
+from flytekitplugins.kubejobs.wire.kinds import ENGINE_KINDS, KINDS, JobKind, LinkedRole, Role, StatusStyle
 from google.protobuf.struct_pb2 import Struct
 
 REPO = Path(__file__).resolve().parents[3]
@@ -82,9 +82,9 @@ def test_rbac_grants_exactly_the_kinds_of_the_table() -> None:
         for rule in doc.get("rules", [])
         for group in rule.get("apiGroups", [])
         for resource in rule.get("resources", [])
-        if group in {k.group for k in KINDS.values()}
+        if group in {k.group for k in (*KINDS.values(), *ENGINE_KINDS)}
     }
-    assert granted == {(k.group, k.rbac_resource) for k in KINDS.values()}
+    assert granted == {(k.group, k.rbac_resource) for k in (*KINDS.values(), *ENGINE_KINDS)}
 
 
 def test_adding_a_kind_is_one_table_entry_plus_its_builder(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,7 @@ import pytest
 from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
 from flyteidl.core.tasks_pb2 import Container, TaskTemplate
 from flytekitplugins.kubejobs.backend import BuildError, build_object
-from flytekitplugins.kubejobs.wire.quantity import check_quantity, parse_quantity
+from flytekitplugins.kubejobs.wire.quantity import canonical_quantity, check_quantity, parse_quantity
 from google.protobuf.struct_pb2 import Struct
 from kubernetes.utils import parse_quantity as client_parse_quantity
 
@@ -70,6 +70,36 @@ VALID = [
 @pytest.mark.parametrize("text", VALID)
 def test_valid_quantities_mean_what_the_kubernetes_client_says(text: Any) -> None:
     assert parse_quantity(text) == client_parse_quantity(text)
+
+
+#: (as written, as Go's Quantity.String() writes it back); tests/e2e/test_objects_accepted.py checks these and
+#: more against the real API server's round trip.
+CANONICAL = [
+    ("1000m", "1"),
+    ("1024Mi", "1Gi"),
+    ("0.5", "500m"),
+    ("1.5", "1500m"),
+    ("1.5Ki", "1536"),
+    ("0.5Gi", "512Mi"),
+    ("0.5Ki", "512"),
+    ("1000", "1k"),
+    ("1500", "1500"),
+    ("12000", "12k"),
+    ("1000000", "1M"),
+    ("250m", "250m"),
+    ("2Gi", "2Gi"),
+    ("1e3", "1e3"),
+    ("1500e-3", "1500e-3"),
+    ("0.1n", "1n"),
+    ("0", "0"),
+    ("0Gi", "0"),
+]
+
+
+@pytest.mark.parametrize(("text", "canonical"), CANONICAL)
+def test_canonical_quantity_is_the_same_amount_spelled_as_go_writes_it(text: str, canonical: str) -> None:
+    assert canonical_quantity(text) == canonical
+    assert parse_quantity(canonical) == parse_quantity(text) or text == "0.1n"  # the API server rounds up to 1n
 
 
 # The Python client's parser takes these (Decimal's syntax); the API server's grammar refuses them.

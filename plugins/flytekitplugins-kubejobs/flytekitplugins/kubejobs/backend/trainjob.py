@@ -20,6 +20,7 @@ from flyteidl.plugins import pytorch_pb2 as pytorch_v0
 from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2
 
 from ..wire.kinds import KINDS, TRAINJOB
+from ..wire.quantity import canonical_quantity
 from .builders import BuildContext
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
@@ -311,6 +312,28 @@ def _mpi(ctx: BuildContext, tj: TrainJobConfig, custom: dict[str, Any], version:
     return _with_patches(spec, tj, {"launcher": launcher_patch, _CONTAINER: node_patch})
 
 
+def _as_go_writes(trainer: dict[str, Any]) -> dict[str, Any]:
+    """``spec.trainer`` as Go's types write it back: Kueue resumes an admitted TrainJob with a full update
+    through them, and the CRD keeps ``spec.trainer`` immutable (``self == oldSelf`` on the raw values), so a
+    quantity like ``1000m`` (written back ``1``) or an env ``value: ""`` (dropped, ``omitempty``) would make
+    Kueue's update fail and the job never start. Same meaning, the spelling the round trip keeps."""
+    out = dict(trainer)
+    if "env" in out:
+        out["env"] = [
+            {k: v for k, v in e.items() if not (k == "value" and v == "")} if isinstance(e, dict) else e
+            for e in out["env"]
+        ]
+    resources = out.get("resourcesPerNode")
+    if isinstance(resources, dict):
+        out["resourcesPerNode"] = {
+            key: {name: canonical_quantity(str(q), f"resourcesPerNode.{key}.{name}") for name, q in amounts.items()}
+            if key in ("requests", "limits") and isinstance(amounts, dict)
+            else amounts
+            for key, amounts in resources.items()
+        }
+    return out
+
+
 def _with_patches(spec: dict[str, Any], tj: TrainJobConfig, patches: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     jobs = [{"name": name, **patch} for name, patch in patches.items() if patch["template"]["spec"]["template"]]
     if jobs:
@@ -391,6 +414,7 @@ def build_trainjob(
     kind = dataclasses.replace(KINDS[template.type], container=_CONTAINER)
     ctx = BuildContext(template, metadata, config, name, dict(template_vars) if template_vars else None, kind)
     spec = builders[template.type](ctx, tj, custom_dict(template), template.task_type_version)
+    spec["trainer"] = _as_go_writes(spec["trainer"])
     k8s = config.k8s
     task_meta = template.metadata.metadata
     object_meta: dict[str, Any] = {

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..wire.kinds import JobKind
     from .client import KubeClient, Watched
 
-__all__ = ["Informer", "JobCache", "Lookup", "slim"]
+__all__ = ["Informer", "JobCache", "Lookup", "PodLists", "slim"]
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -331,3 +331,59 @@ def _stop_all(informers: list[Informer], timeout: float, cut: Optional[Callable[
     deadline = time.monotonic() + timeout
     for informer in informers:
         informer.join(max(0.0, deadline - time.monotonic()))
+
+
+class PodLists:
+    """The pods last listed for each TrainJob (its log links), so a ``get`` lists them only when the job moved.
+
+    A list is reused while the TrainJob's ``resourceVersion`` is the one it was listed at and it is younger
+    than ``max_age`` seconds. Any status Trainer writes (``jobsStatus`` counts, conditions) changes the
+    resourceVersion, and a pod that fails or is recreated changes its Job's counts, so links follow a new
+    pod at the next ``get``; ``max_age`` bounds how stale they can be if a recreation leaves the counts equal.
+    At most ``max_entries`` jobs are kept (least recently used go first).
+
+    >>> lists = PodLists(max_entries=2, max_age=30.0)
+    >>> lists.put(("ns", "a", "uid-1"), "7", [{"metadata": {"name": "a-node-0-0-x1"}}], now=0.0)
+    >>> [p["metadata"]["name"] for p in lists.get(("ns", "a", "uid-1"), "7", now=10.0) or []]
+    ['a-node-0-0-x1']
+    >>> lists.get(("ns", "a", "uid-1"), "8", now=10.0) is None  # the TrainJob changed: list again
+    True
+    >>> lists.get(("ns", "a", "uid-1"), "7", now=30.0) is None  # too old: list again
+    True
+    >>> lists.get(("ns", "a", "uid-2"), "7", now=10.0) is None  # another object under the same name
+    True
+    >>> for name in ("b", "c"):
+    ...     lists.put(("ns", name, "u"), "1", [], now=0.0)
+    >>> len(lists), lists.get(("ns", "a", "uid-1"), "7", now=1.0) is None  # bounded: the oldest went first
+    (2, True)
+    """
+
+    def __init__(self, max_entries: int = 4096, max_age: float = 30.0):
+        from collections import OrderedDict
+
+        if max_entries < 1 or max_age <= 0:
+            raise ValueError(f"PodLists needs max_entries >= 1 and max_age > 0, got {max_entries}, {max_age}")
+        self.max_entries, self.max_age = max_entries, max_age
+        self._lists: OrderedDict[tuple[str, str, str], tuple[str, float, list[dict[str, Any]]]] = OrderedDict()
+        self._lock = threading.Lock()  # get() runs on the gRPC server's loop and on callers' threads
+
+    def get(self, key: tuple[str, str, str], resource_version: str, now: float) -> Optional[list[dict[str, Any]]]:
+        """The pods listed for ``key`` (namespace, name, uid) at ``resource_version``, if still fresh."""
+        with self._lock:
+            entry = self._lists.get(key)
+            if entry is None or not resource_version or entry[0] != resource_version:
+                return None
+            if now - entry[1] >= self.max_age:
+                return None
+            self._lists.move_to_end(key)
+            return entry[2]
+
+    def put(self, key: tuple[str, str, str], resource_version: str, pods: list[dict[str, Any]], now: float) -> None:
+        with self._lock:
+            self._lists[key] = (resource_version, now, pods)
+            self._lists.move_to_end(key)
+            while len(self._lists) > self.max_entries:
+                self._lists.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._lists)

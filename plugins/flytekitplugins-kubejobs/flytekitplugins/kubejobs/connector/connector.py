@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Optional
@@ -316,7 +317,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             )
             return Resource(phase=TaskExecution.RETRYABLE_FAILED, message=message)
         task_config = json.loads(resource_meta.task_config) if resource_meta.task_config else None
-        pods = await _trainjob_pods(rt, ns, name) if kind is TRAINJOB else []
+        pods = await _trainjob_pods(rt, ns, name, obj) if kind is TRAINJOB else []
         try:
             info = task_phase(obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config, pods=pods)
         except ValueError as err:  # a malformed object fails this call only, with a message that names it
@@ -362,16 +363,24 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
                 log.warning("not deleting %s %s/%s: the name is held by another object now", kind.kind, ns, name)
 
 
-async def _trainjob_pods(rt: Runtime, namespace: str, name: str) -> list[dict[str, Any]]:
-    """The pods of a TrainJob, for its log links; none (and a warning) where the connector may not list pods."""
+async def _trainjob_pods(rt: Runtime, namespace: str, name: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pods of a TrainJob, for its log links; none (and a warning) where the connector may not list pods.
+    Listed once per state of the TrainJob (``Runtime.pod_lists``), not on every ``get``."""
     from ..backend.trainjob_status import trainjob_pod_selector
     from .errors import Forbidden
 
+    meta = obj.get("metadata") or {}
+    key, version = (namespace, name, str(meta.get("uid") or "")), str(meta.get("resourceVersion") or "")
+    cached = rt.pod_lists.get(key, version, time.monotonic())
+    if cached is not None:
+        return cached
     try:
-        return await rt.client.list_pods(namespace, trainjob_pod_selector(name))
+        pods = await rt.client.list_pods(namespace, trainjob_pod_selector(name))
     except Forbidden as err:
         log.warning("no log links for TrainJob %s/%s: listing its pods is not allowed (%s)", namespace, name, err)
-        return []
+        return []  # not kept: a grant added later gives links at the next get
+    rt.pod_lists.put(key, version, pods, time.monotonic())
+    return pods
 
 
 def register_connectors() -> list[KubeJobConnector]:

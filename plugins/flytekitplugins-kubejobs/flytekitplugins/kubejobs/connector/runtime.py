@@ -33,7 +33,7 @@ class Runtime:
     """Everything a connector call needs, shared by the connectors of the four task types."""
 
     def __init__(self, settings: ConnectorSettings, client: Optional[KubeClient] = None):
-        from .cache import JobCache
+        from .cache import JobCache, PodLists
         from .client import KubeClient
         from .ownership import Ownership
 
@@ -46,6 +46,8 @@ class Runtime:
         #: The compute templates tasks may name (labelled ConfigMaps of the connector's own namespace).
         self.templates = TemplateStore(self.client, str(settings.templates_namespace), cached=settings.cache)
         self._build_config: Optional[BackendConfig] = None
+        #: TrainJob pods per job, for the log links (listed again only when the TrainJob changed).
+        self.pod_lists = PodLists()
         self.cache: Optional[JobCache] = (
             JobCache(
                 self.client,

@@ -84,6 +84,9 @@ class JobKind:
     linked_roles: tuple[LinkedRole, ...] = ()
     #: Sections of the ``kubejobs`` extension key this kind honours (``wire.extension``); others are refused.
     extension_sections: frozenset[str] = frozenset()
+    #: The connector lists the kind's pods for its log links (their names end in a random suffix): RBAC grants
+    #: ``list`` on ``pods`` in the job namespaces (deploy/rbac.yaml).
+    lists_pods: bool = False
 
     @property
     def api_version(self) -> str:
@@ -215,6 +218,7 @@ TRAINJOB = JobKind(
     StatusStyle.CONDITIONS,
     container="node",
     task_type_versions=(0, 1),
+    lists_pods=True,
 )
 #: The task types a TrainJob can run (TensorFlow has no Trainer v2 runtime upstream; Ray is KubeRay's).
 TRAINJOB_TASK_TYPES = ("pytorch", "mpi")

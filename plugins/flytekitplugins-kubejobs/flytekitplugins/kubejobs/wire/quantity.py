@@ -10,6 +10,8 @@ schema. The kubernetes Python client's ``parse_quantity`` is looser (it accepts 
 (Decimal('1610612736.0'), Decimal('0.250'), Decimal('1E+3'))
 >>> check_quantity("Worker.requests.cpu", 0.5)
 '0.5'
+>>> canonical_quantity("1000m"), canonical_quantity("1024Mi"), canonical_quantity("0.5"), canonical_quantity("1.5Ki")
+('1', '1Gi', '500m', '1536')
 >>> parse_quantity("2Gb", "Worker.limits.memory")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
@@ -23,7 +25,7 @@ import math
 import re
 from decimal import Decimal
 
-__all__ = ["check_quantity", "is_integer_resource", "parse_quantity"]
+__all__ = ["canonical_quantity", "check_quantity", "is_integer_resource", "parse_quantity"]
 
 _QUANTITY = re.compile(
     r"(?P<number>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
@@ -97,3 +99,40 @@ def check_quantity(field: str, value: object, *, integer: bool = False) -> str:
     if integer and amount != amount.to_integral_value():
         raise ValueError(f"{field} must be a whole number (the resource cannot be split), got {value!r}")
     return text
+
+
+_DECIMAL_SUFFIX = {exponent: suffix for suffix, exponent in _DECIMAL.items()}
+_NANO = Decimal("1e-9")
+
+
+def canonical_quantity(value: str, field: str = "quantity") -> str:
+    """``value`` spelled as apimachinery's ``Quantity.String()`` writes it back (``1000m`` -> ``1``, ``1024Mi`` ->
+    ``1Gi``, ``0.5`` -> ``500m``). A controller that updates an object through Go types rewrites every quantity so;
+    where a CRD keeps a field immutable (``self == oldSelf`` compares the raw strings), only the canonical spelling
+    survives such an update. Same amount, same format family (binary SI, decimal SI, decimal exponent)."""
+    match = _QUANTITY.fullmatch(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(f"{field} is not a Kubernetes quantity: {value!r} ({_GRAMMAR})")
+    suffix = match["suffix"] or ""
+    amount = parse_quantity(value.strip(), field)
+    # the API server rounds up to nano units
+    amount = (amount / _NANO).to_integral_value(rounding=decimal.ROUND_CEILING) * _NANO
+    if amount == 0:
+        return "0"
+    sign, amount = ("-" if amount < 0 else ""), abs(amount)
+    if suffix.endswith("i") and amount >= 1024 and amount == amount.to_integral_value():
+        mantissa, power = int(amount), 0
+        while mantissa % 1024 == 0 and power < 6:
+            mantissa, power = mantissa // 1024, power + 1
+        return f"{sign}{mantissa}{'' if power == 0 else 'KMGTPE'[power - 1] + 'i'}"
+    # decimal: an integer mantissa times 10**exponent, the exponent a multiple of 3 (binary falls back here)
+    mantissa, exponent = int((amount / _NANO).to_integral_value()), -9
+    while mantissa % 10 == 0:
+        mantissa, exponent = mantissa // 10, exponent + 1
+    while exponent % 3:
+        mantissa, exponent = mantissa * 10, exponent - 1
+    if suffix[:1] in ("e", "E"):
+        return f"{sign}{mantissa}" + (f"e{exponent}" if exponent else "")
+    while exponent > 18:  # beyond E: a bigger mantissa
+        mantissa, exponent = mantissa * 1000, exponent - 3
+    return f"{sign}{mantissa}{_DECIMAL_SUFFIX.get(exponent, '')}"

@@ -82,10 +82,8 @@ def check_task_pod_template(task_name: str, pod_template: object) -> None:
     """
     if pod_template is None:
         return
-    from flytekit import PodTemplate
-
     field = f"task {task_name!r}: pod_template"
-    if not isinstance(pod_template, PodTemplate):
+    if not hasattr(pod_template, "pod_spec"):  # flytekit's PodTemplate (not imported: the backend imports us)
         raise TypeError(f"{field} must be a flytekit PodTemplate, got {pod_template!r}")
     spec = to_k8s_dict(f"{field}.pod_spec", pod_template.pod_spec or {})
     check_pod_spec(f"{field}.pod_spec", spec, sourceless_volumes=True)  # as the official plugins pass it

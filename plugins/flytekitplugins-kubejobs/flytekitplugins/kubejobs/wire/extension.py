@@ -68,8 +68,8 @@ __all__ = [
     "EXTENSION_VERSION",
     "IDL_RESOURCE_NAMES",
     "QUEUE_KEYS",
-    "RAY_GROUP_KEYS",
     "RAY_AUTOSCALER_KEYS",
+    "RAY_GROUP_KEYS",
     "RAY_JOB_KEYS",
     "ROLE_KEYS",
     "RUN_POLICY_KEYS",
@@ -132,6 +132,8 @@ class RayGroupExtension(TypedDict, total=False):
 class RayGroupsExtension(TypedDict, total=False):
     head: RayGroupExtension
     workers: dict[str, RayGroupExtension]
+
+
 class RayAutoscalerExtension(TypedDict, total=False):
     version: str
     imagePullPolicy: str

@@ -100,3 +100,15 @@ def _no_kubejobs_settings_from_the_shell() -> Iterator[None]:
         for name in [n for n in os.environ if n.startswith("KUBEJOBS_")]:
             patch.delenv(name)
         yield
+
+
+@pytest.fixture
+def fresh_extension_warnings() -> Iterator[None]:
+    """Forget which job kinds already warned about the extension key (it warns once per process)."""
+    from flytekitplugins.kubejobs import extension
+
+    saved = set(extension._warned)
+    extension._warned.clear()
+    yield
+    extension._warned.clear()
+    extension._warned.update(saved)

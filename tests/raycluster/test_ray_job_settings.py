@@ -7,7 +7,6 @@ import dataclasses
 import json
 import warnings
 from collections import OrderedDict
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,6 @@ from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
 from flytekit import PodTemplate, Resources, task
 from flytekit.configuration import ImageConfig, SerializationSettings
 from flytekit.tools.translator import get_serializable
-from flytekitplugins.kubejobs import extension
 from flytekitplugins.kubejobs.backend import BackendConfig, build_object
 from flytekitplugins.kubejobs.userwarnings import ExtensionKeyWarning
 from flytekitplugins.raycluster import (
@@ -285,15 +283,6 @@ def test_the_config_is_not_changed_by_serialization() -> None:
     assert cfg.ray_job_extension == {"entrypointResources": '{"custom": 1.5}'}
     resources["custom"] = 9
     assert cfg.entrypoint_resources == {"custom": 1.5}
-
-
-@pytest.fixture
-def fresh_extension_warnings() -> Iterator[None]:
-    saved = set(extension._warned)
-    extension._warned.clear()
-    yield
-    extension._warned.clear()
-    extension._warned.update(saved)
 
 
 @pytest.mark.usefixtures("fresh_extension_warnings")

@@ -73,8 +73,13 @@ class ComputeTemplate:
     def to_spec(self) -> TemplateSpec:
         """The same template in the stored form (``to_configmap`` gives the ConfigMap ``kubejobs templates`` writes);
         the name must then be a DNS-1123 label."""
+        check_template_name("ComputeTemplate.name", self.name)
+        return self._spec()
+
+    def _spec(self) -> TemplateSpec:
+        # __post_init__ normalized every value (quantities and extended resources are str)
         return TemplateSpec(
-            name=check_template_name("ComputeTemplate.name", self.name),
+            name=self.name,
             cpu=None if self.cpu is None else str(self.cpu),
             memory=None if self.memory is None else str(self.memory),
             gpu=self.gpu,
@@ -86,15 +91,7 @@ class ComputeTemplate:
 
     def amounts(self) -> dict[str, str]:
         """``{kubernetes resource name: quantity}`` this template asks for (as both request and limit)."""
-        out: dict[str, str] = {}
-        if self.cpu is not None:
-            out["cpu"] = str(self.cpu)
-        if self.memory is not None:
-            out["memory"] = str(self.memory)
-        if self.gpu:
-            out[self.gpu_resource_name] = str(self.gpu)
-        out.update(self.extended_resources)  # type: ignore[arg-type]
-        return out
+        return self._spec().amounts()
 
 
 class Requirements(NamedTuple):

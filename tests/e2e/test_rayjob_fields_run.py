@@ -177,12 +177,17 @@ def test_suspended_rayjob_is_queued_and_starts_no_cluster(k8s: Any, namespace: s
 
 def test_autoscaler_v2_reaches_the_cluster_kuberay_creates(k8s: Any, namespace: str) -> None:
     from flytekitplugins.raycluster import AutoscalerOptionsConfig
+    from kubernetes import client
 
     options = AutoscalerOptionsConfig(idle_timeout_seconds=30, version="v2", image_pull_policy="IfNotPresent")
     obj = built(ray_config(enable_autoscaling=True, autoscaler_options=options), namespace, "ray-v2", "")
     statuses, _ = watch_until_terminal(k8s, obj, timeout=180, until=lambda s: bool(s.get("rayClusterName")))
     cluster = next(s["rayClusterName"] for s in statuses if s.get("rayClusterName"))
-    raycluster = next(c for c in _rayclusters(k8s, namespace) if c["metadata"]["name"] == cluster)
+    # KubeRay names the cluster in the RayJob's status before it creates it: wait for the object itself.
+    api = client.CustomObjectsApi(k8s)
+    raycluster = _watch_for(
+        k8s, api.list_namespaced_custom_object, "ray.io", "v1", namespace, "rayclusters", name=cluster
+    )
     got = raycluster["spec"]["autoscalerOptions"]
     print(json.dumps({"job": "RayJob", "autoscalerOptions": got}))
     assert (got["version"], got["imagePullPolicy"], got["idleTimeoutSeconds"]) == ("v2", "IfNotPresent", 30), got

@@ -66,10 +66,22 @@ def run_one(k8s: Any, cluster: dict[str, Any], config: Any, namespace: str, name
     return run
 
 
+def created_pods(k8s: Any, namespace: str, name: str) -> set[str]:
+    """The pods the Job controller created for the JobSet ``name``, from its ``SuccessfulCreate`` events: JobSet
+    deletes the child Jobs still active when it finishes (the MPI nodes once the launcher is done), so a pod
+    listing after the end may miss pods that ran."""
+    from kubernetes import client
+
+    events = client.CoreV1Api(k8s).list_namespaced_event(namespace, field_selector="reason=SuccessfulCreate")
+    prefix = "Created pod: "
+    named = {e.message[len(prefix) :].strip() for e in events.items if (e.message or "").startswith(prefix)}
+    return {pod for pod in named if pod.startswith(f"{name}-")} | jobset_pods(k8s, namespace, name)
+
+
 def assert_links_name_the_real_pods(k8s: Any, run: Run) -> None:
     assert run.last is not None
     linked = {link.uri.rsplit("/", 1)[-1] for link in run.last.log_links}
-    real = jobset_pods(k8s, run.handle.namespace, run.handle.name)
+    real = created_pods(k8s, run.handle.namespace, run.handle.name)
     assert real and linked == real, (linked, real)
 
 

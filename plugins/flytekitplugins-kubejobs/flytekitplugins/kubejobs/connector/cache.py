@@ -352,6 +352,8 @@ class PodLists:
     True
     >>> lists.get(("ns", "a", "uid-2"), "7", now=10.0) is None  # another object under the same name
     True
+    >>> [p["metadata"]["name"] for p in lists.last(("ns", "a", "uid-1"))]  # whatever its version and age
+    ['a-node-0-0-x1']
     >>> for name in ("b", "c"):
     ...     lists.put(("ns", name, "u"), "1", [], now=0.0)
     >>> len(lists), lists.get(("ns", "a", "uid-1"), "7", now=1.0) is None  # bounded: the oldest went first
@@ -377,6 +379,12 @@ class PodLists:
                 return None
             self._lists.move_to_end(key)
             return entry[2]
+
+    def last(self, key: tuple[str, str, str]) -> list[dict[str, Any]]:
+        """The pods last listed for ``key``, however old (none if never listed or evicted)."""
+        with self._lock:
+            entry = self._lists.get(key)
+            return entry[2] if entry is not None else []
 
     def put(self, key: tuple[str, str, str], resource_version: str, pods: list[dict[str, Any]], now: float) -> None:
         with self._lock:

@@ -365,8 +365,13 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
 
 async def _trainjob_pods(rt: Runtime, namespace: str, name: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The pods of a TrainJob, for its log links; none (and a warning) where the connector may not list pods.
-    Listed once per state of the TrainJob (``Runtime.pod_lists``), not on every ``get``."""
-    from ..backend.trainjob_status import trainjob_pod_selector
+    Listed once per state of the TrainJob (``Runtime.pod_lists``), not on every ``get``.
+
+    When the TrainJob has ended, the pods listed before are kept beside the ones still there: JobSet deletes
+    the child Jobs still running at the end (an MPI job's nodes once its launcher is done), and the user wants
+    the links of every rank that ran (a log backend keeps their logs). The backend links the newest pod of each
+    rank, so a pod replaced earlier is not linked twice."""
+    from ..backend.trainjob_status import trainjob_finished, trainjob_pod_selector
     from .errors import Forbidden
 
     meta = obj.get("metadata") or {}
@@ -379,6 +384,9 @@ async def _trainjob_pods(rt: Runtime, namespace: str, name: str, obj: dict[str, 
     except Forbidden as err:
         log.warning("no log links for TrainJob %s/%s: listing its pods is not allowed (%s)", namespace, name, err)
         return []  # not kept: a grant added later gives links at the next get
+    if trainjob_finished(obj):
+        listed = {(p.get("metadata") or {}).get("name") for p in pods}
+        pods = [*pods, *(p for p in rt.pod_lists.last(key) if (p.get("metadata") or {}).get("name") not in listed)]
     rt.pod_lists.put(key, version, pods, time.monotonic())
     return pods
 

@@ -31,9 +31,12 @@ def test_the_shells_kubejobs_variables_change_no_result(crd_dir: Path) -> None:
         "KUBEJOBS_CONNECTOR_CACHE": "maybe",
         "KUBEJOBS_CRD_DIR": str(crd_dir),
     }
+    # The CLI tests that rely on the defaults (no --crd-dir of their own): the rest of test_cli.py passes its
+    # settings explicitly and only costs time here (two minutes of CI).
     files = ["tests/kfoperators_world/test_world_switch.py", "tests/kubejobs/cli/test_cli.py"]
+    defaults = "test_world_switch or without or errors_are_one_line or server_down"
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", *files],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", *files, "-k", defaults],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 PLUGINS := plugins/flytekitplugins-kubejobs plugins/flytekitplugins-kfoperators plugins/flytekitplugins-raycluster
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 UV_VERSION  := 0.13.9
 PIP_VERSION := 26.3
 UV := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv pip

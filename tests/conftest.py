@@ -42,6 +42,12 @@ def e2e_dir(request: pytest.FixtureRequest) -> tuple[Path, int]:
     return request.config.stash[E2E_DIR], os.getpid()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests (marked ``first``) run first: xdist hands tests out in this order, and a three-minute
+    test handed out last would end the run alone on one worker."""
+    items.sort(key=lambda item: item.get_closest_marker("first") is None)  # stable: the rest keep their order
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if hasattr(config, "workerinput") or E2E_DIR not in config.stash:

@@ -44,3 +44,8 @@ def test_the_shells_kubejobs_variables_change_no_result(crd_dir: Path) -> None:
         timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_the_longest_tests_are_handed_out_first(request: pytest.FixtureRequest) -> None:
+    first = [item.get_closest_marker("first") is not None for item in request.session.items]
+    assert first == sorted(first, reverse=True), "a test marked `first` is collected after an unmarked one"

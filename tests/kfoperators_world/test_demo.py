@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.first
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="the demo's MPIJob needs OpenMPI (make system-deps)")
 def test_demo_trains_evaluates_and_prints_the_final_metrics() -> None:
     pyflyte = Path(sys.executable).parent / "pyflyte"

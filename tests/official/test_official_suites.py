@@ -18,6 +18,7 @@ READMES = {
 
 
 @pytest.mark.slow
+@pytest.mark.first
 # The official Elastic file starts real torch worlds (spawn and fork) and waits on torch's 5 s monitor: several
 # minutes of wall time when the machine is shared, beyond the suite's 300 s per-test cap.
 @pytest.mark.timeout(1200)

@@ -74,7 +74,8 @@ def created_pods(k8s: Any, namespace: str, name: str) -> set[str]:
 
     events = client.CoreV1Api(k8s).list_namespaced_event(namespace, field_selector="reason=SuccessfulCreate")
     prefix = "Created pod: "
-    named = {e.message[len(prefix) :].strip() for e in events.items if (e.message or "").startswith(prefix)}
+    messages = [e.message or "" for e in events.items]
+    named = {m[len(prefix) :].strip() for m in messages if m.startswith(prefix)}
     return {pod for pod in named if pod.startswith(f"{name}-")} | jobset_pods(k8s, namespace, name)
 
 

@@ -69,15 +69,17 @@ def watch_until_terminal(
     obj: dict[str, Any],
     timeout: float = 120,
     until: Optional[Callable[[dict[str, Any]], bool]] = None,
+    create: bool = True,
 ) -> tuple[list[dict[str, Any]], list[Phase]]:
-    """Create ``obj``; every distinct status the operator writes and its Flyte phase, until a terminal one (or
-    one for which ``until(status)`` holds)."""
+    """Create ``obj`` (unless ``create`` is false: it exists); every distinct status the operator writes and its
+    Flyte phase, until a terminal one (or one for which ``until(status)`` holds)."""
     from kubernetes import client, watch
 
     api = client.CustomObjectsApi(k8s)
     group, version = obj["apiVersion"].split("/")
     namespace, plural = obj["metadata"]["namespace"], PLURALS[obj["kind"]]
-    api.create_namespaced_custom_object(group, version, namespace, plural, obj)
+    if create:
+        api.create_namespaced_custom_object(group, version, namespace, plural, obj)
     statuses: list[dict[str, Any]] = []
     phases: list[Phase] = []
     deadline = time.monotonic() + timeout
@@ -147,11 +149,12 @@ def test_job_reaches_the_phase_its_pods_decide(
 def ray_config(**settings: Any) -> RayJobConfig:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExtensionKeyWarning)  # the settings need this backend: that is the point
-        return RayJobConfig(
-            head_node_config=HeadNodeConfig(),
-            worker_node_config=[WorkerNodeConfig(group_name="workers", replicas=1)],
-            **{"shutdown_after_job_finishes": True, **settings},
-        )
+        defaults: dict[str, Any] = {
+            "head_node_config": HeadNodeConfig(),
+            "worker_node_config": [WorkerNodeConfig(group_name="workers", replicas=1)],
+            "shutdown_after_job_finishes": True,
+        }
+        return RayJobConfig(**{**defaults, **settings})
 
 
 def test_rayjob_whose_submission_fails_is_a_permanent_failure(k8s: Any, namespace: str) -> None:

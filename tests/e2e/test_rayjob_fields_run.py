@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from flytekit import Resources
 from flytekitplugins.kubejobs.backend.status import Phase, task_phase
-from flytekitplugins.raycluster import DeletionRule, DeletionStrategy, RayJobConfig
+from flytekitplugins.raycluster import DeletionRule, DeletionStrategy, RayJobConfig, WorkerNodeConfig
 
 from .test_jobs_run import built, ray_config, watch_until_terminal
 
@@ -180,7 +180,9 @@ def test_autoscaler_v2_reaches_the_cluster_kuberay_creates(k8s: Any, namespace: 
     from kubernetes import client
 
     options = AutoscalerOptionsConfig(idle_timeout_seconds=30, version="v2", image_pull_policy="IfNotPresent")
-    obj = built(ray_config(enable_autoscaling=True, autoscaler_options=options), namespace, "ray-v2", "")
+    groups = [WorkerNodeConfig("workers", replicas=1, idle_timeout_seconds=120), WorkerNodeConfig("spare", replicas=0)]
+    cfg = ray_config(enable_autoscaling=True, autoscaler_options=options, worker_node_config=groups)
+    obj = built(cfg, namespace, "ray-v2", "")
     statuses, _ = watch_until_terminal(k8s, obj, timeout=180, until=lambda s: bool(s.get("rayClusterName")))
     cluster = next(s["rayClusterName"] for s in statuses if s.get("rayClusterName"))
     # KubeRay names the cluster in the RayJob's status before it creates it: wait for the object itself.
@@ -192,3 +194,95 @@ def test_autoscaler_v2_reaches_the_cluster_kuberay_creates(k8s: Any, namespace: 
     print(json.dumps({"job": "RayJob", "autoscalerOptions": got}))
     assert (got["version"], got["imagePullPolicy"], got["idleTimeoutSeconds"]) == ("v2", "IfNotPresent", 30), got
     assert raycluster["spec"]["enableInTreeAutoscaling"] is True
+    # The group's own idle timeout is on its group of the cluster KubeRay made (the v2 autoscaler reads it
+    # there); the other group keeps the cluster-wide one.
+    idle = {g["groupName"]: g.get("idleTimeoutSeconds") for g in raycluster["spec"]["workerGroupSpecs"]}
+    assert idle == {"workers": 120, "spare": None}, idle
+
+
+def _running_head_pod(k8s: Any, namespace: str, cluster: str, timeout: int = 120) -> Any:
+    """The head pod of RayCluster ``cluster`` once kwok has it Running (a watch from where a list left off)."""
+    from kubernetes import client, watch
+
+    core = client.CoreV1Api(k8s)
+    selector = f"ray.io/cluster={cluster},ray.io/node-type=head"
+    listed = core.list_namespaced_pod(namespace, label_selector=selector)
+    for pod in listed.items:
+        if pod.status.phase == "Running":
+            return pod
+    stream: Any = watch.Watch()  # type: ignore[no-untyped-call]
+    for event in stream.stream(
+        core.list_namespaced_pod,
+        namespace,
+        label_selector=selector,
+        resource_version=listed.metadata.resource_version,
+        timeout_seconds=timeout,
+    ):
+        if event["type"] in ("ADDED", "MODIFIED") and event["object"].status.phase == "Running":
+            stream.stop()
+            return event["object"]
+    raise AssertionError(f"no Running head pod of {cluster} within {timeout}s")
+
+
+def test_sidecar_mode_submits_from_the_head_and_fails_with_its_submitter(k8s: Any, namespace: str) -> None:
+    from kubernetes import client
+
+    obj = built(ray_config(submission_mode="SidecarMode"), namespace, "ray-sidecar", "")
+    statuses, _ = watch_until_terminal(k8s, obj, timeout=180, until=lambda s: s.get("jobDeploymentStatus") == "Running")
+    cluster = next(s["rayClusterName"] for s in statuses if s.get("rayClusterName"))
+    head = _running_head_pod(k8s, namespace, cluster)
+    # KubeRay adds the submitter to the head pod (no submitter Job) and never restarts that pod.
+    names = [c.name for c in head.spec.containers]
+    assert names[0] == "ray-head" and "ray-job-submitter" in names, names
+    submitter = next(c for c in head.spec.containers if c.name == "ray-job-submitter")
+    command = " ".join([*(submitter.command or []), *(submitter.args or [])])
+    assert "ray job submit" in command and obj["spec"]["entrypoint"] in command, command
+    assert head.spec.restart_policy == "Never"
+    assert not client.BatchV1Api(k8s).list_namespaced_job(namespace).items
+    # The simulated head runs nothing: the test plays the submitter's end, `ray job submit` exiting 1.
+    core = client.CoreV1Api(k8s)
+    ended = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": None, "finishedAt": None}}
+    container_statuses = [
+        {
+            "name": c.name,
+            "image": c.image,
+            "imageID": "",
+            "ready": c.name != "ray-job-submitter",
+            "restartCount": 0,
+            "state": ended if c.name == "ray-job-submitter" else {"running": {}},
+        }
+        for c in head.spec.containers
+    ]
+    core.patch_namespaced_pod_status(
+        head.metadata.name, namespace, {"status": {"containerStatuses": container_statuses}}
+    )
+    rest, phases = watch_until_terminal(k8s, obj, timeout=120, create=False)
+    trail = _trail(statuses + rest)
+    print(json.dumps({"job": "RayJob", "mode": "SidecarMode", "statuses": trail}))
+    assert rest[-1]["jobDeploymentStatus"] == "Failed" and rest[-1]["reason"] == "SubmissionFailed", trail
+    assert "ray-job-submitter terminated with exit code 1" in rest[-1]["message"], rest[-1]
+    assert phases[-1] == Phase.PERMANENT_FAILURE, (trail, phases)
+
+
+def test_interactive_mode_is_queued_until_a_job_id_is_given(k8s: Any, namespace: str) -> None:
+    from kubernetes import client
+
+    obj = built(ray_config(submission_mode="InteractiveMode"), namespace, "ray-interactive", "")
+    statuses, phases = watch_until_terminal(
+        k8s, obj, timeout=180, until=lambda s: s.get("jobDeploymentStatus") == "Waiting"
+    )
+    waiting = task_phase({**obj, "status": statuses[-1]})
+    assert statuses[-1]["jobDeploymentStatus"] == "Waiting", _trail(statuses)
+    assert waiting.phase == Phase.QUEUED and "spec.jobId" in waiting.message, waiting
+    # KubeRay submits nothing itself: no submitter Job, no submitter container.
+    assert not client.BatchV1Api(k8s).list_namespaced_job(namespace).items
+    api = client.CustomObjectsApi(k8s)
+    name = obj["metadata"]["name"]
+    api.patch_namespaced_custom_object("ray.io", "v1", namespace, "rayjobs", name, {"spec": {"jobId": "raysubmit_e2e"}})
+    rest, later = watch_until_terminal(
+        k8s, obj, timeout=120, create=False, until=lambda s: s.get("jobDeploymentStatus") == "Running"
+    )
+    trail = _trail(statuses + rest)
+    print(json.dumps({"job": "RayJob", "mode": "InteractiveMode", "statuses": trail}))
+    assert rest[-1]["jobDeploymentStatus"] == "Running" and rest[-1]["jobId"] == "raysubmit_e2e", trail
+    assert later[-1] == Phase.RUNNING, (trail, phases, later)

@@ -33,9 +33,12 @@ def test_same_positional_fields_and_defaults_as_flytekitplugins_ray(name: str) -
 
 
 def test_additions_are_keyword_only() -> None:
-    for name in ("HeadNodeConfig", "WorkerNodeConfig"):
+    for name, additions in (
+        ("HeadNodeConfig", ["compute_template"]),
+        ("WorkerNodeConfig", ["compute_template", "idle_timeout_seconds"]),
+    ):
         extra = [f.name for f in dataclasses.fields(getattr(ours, name)) if f.init and f.kw_only]
-        assert extra == ["compute_template"]
+        assert extra == additions
 
 
 def test_upscaling_modes_match() -> None:

@@ -146,6 +146,56 @@ def test_autoscaler_version_travels_with_the_idl_options() -> None:
     } == plain
 
 
+def test_a_group_idle_timeout_reaches_its_worker_group_only() -> None:
+    groups = [WorkerNodeConfig("cpu", replicas=1, idle_timeout_seconds=120), WorkerNodeConfig("gpu", replicas=1)]
+    options = AutoscalerOptionsConfig(idle_timeout_seconds=60, version="v2")
+    cfg = RayJobConfig(groups, enable_autoscaling=True, autoscaler_options=options)
+    assert ray_job_custom(cfg)["kubejobs"]["rayGroups"] == {"workers": {"cpu": {"idleTimeoutSeconds": 120}}}
+    spec = built_spec(cfg)["rayClusterSpec"]
+    by_name = {g["groupName"]: g for g in spec["workerGroupSpecs"]}
+    assert by_name["cpu"]["idleTimeoutSeconds"] == 120 and "idleTimeoutSeconds" not in by_name["gpu"]
+    assert spec["autoscalerOptions"]["idleTimeoutSeconds"] == 60  # the cluster-wide default stays
+
+
+def _v2_head_env() -> HeadNodeConfig:
+    from kubernetes.client import V1EnvVar
+
+    env = [V1EnvVar(name="RAY_ENABLE_AUTOSCALER_V2", value="true")]
+    return HeadNodeConfig(
+        pod_template=PodTemplate(pod_spec=V1PodSpec(containers=[V1Container(name="ray-head", env=env)]))
+    )
+
+
+def test_a_group_idle_timeout_accepts_kuberays_older_v2_switch() -> None:
+    groups = [WorkerNodeConfig("cpu", replicas=1, idle_timeout_seconds=0)]
+    cfg = RayJobConfig(groups, head_node_config=_v2_head_env(), enable_autoscaling=True)
+    assert built_spec(cfg)["rayClusterSpec"]["workerGroupSpecs"][0]["idleTimeoutSeconds"] == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "named"),
+    [
+        ({"idle": -1}, ValueError, "WorkerNodeConfig('w').idle_timeout_seconds"),
+        ({"idle": 1.5}, TypeError, "WorkerNodeConfig('w').idle_timeout_seconds"),
+        ({"idle": 30, "enable_autoscaling": True}, ValueError, "idle_timeout_seconds=30 needs autoscaler v2"),
+        (
+            {"idle": 30, "autoscaler_options": AutoscalerOptionsConfig(version="v1"), "enable_autoscaling": True},
+            ValueError,
+            "needs autoscaler v2",
+        ),
+        ({"idle": 30, "head_node_config": _v2_head_env()}, ValueError, "needs enable_autoscaling=True"),
+    ],
+    ids=["negative", "float", "no-v2", "v1", "no-autoscaling"],
+)
+def test_a_group_idle_timeout_without_the_v2_autoscaler_is_refused(
+    kwargs: dict[str, Any], error: type, named: str
+) -> None:
+    with pytest.raises(error) as e:
+        idle = kwargs.pop("idle")
+        RayJobConfig([WorkerNodeConfig("w", replicas=1, idle_timeout_seconds=idle)], **kwargs)
+    assert named in str(e.value)
+
+
 def _head_restart_always() -> HeadNodeConfig:
     pod = PodTemplate(pod_spec=V1PodSpec(containers=[V1Container(name="ray-head")], restart_policy="Always"))
     return HeadNodeConfig(pod_template=pod)

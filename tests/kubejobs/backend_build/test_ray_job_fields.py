@@ -190,6 +190,42 @@ def test_cluster_selector_with_a_cluster_described_is_refused(
     assert named in message and "would be dropped" in message
 
 
+def _groups(kit: SimpleNamespace, groups: dict[str, Any], cluster: Any, ray_job: Any = None) -> dict[str, Any]:
+    ext: dict[str, Any] = {"version": 1, "rayGroups": groups, **({"rayJob": ray_job} if ray_job else {})}
+    obj: dict[str, Any] = kit.build(kit.template("ray", {"rayCluster": cluster, "kubejobs": ext}, 0))
+    return obj
+
+
+V2 = {"rayClusterSpec": {"autoscalerOptions": {"version": "v2"}}}
+
+
+def test_a_worker_group_idle_timeout_is_its_own(kit: SimpleNamespace) -> None:
+    cluster = {**WORKERS, "enableAutoscaling": True}
+    spec = _groups(kit, {"workers": {"w": {"idleTimeoutSeconds": 45}}}, cluster, V2)["spec"]["rayClusterSpec"]
+    assert spec["workerGroupSpecs"][0]["idleTimeoutSeconds"] == 45
+
+
+@pytest.mark.parametrize(
+    ("groups", "autoscaling", "ray_job", "expected"),
+    [
+        ({"workers": {"w": {"idleTimeoutSeconds": 45}}}, True, None, "needs autoscaler v2"),
+        ({"workers": {"w": {"idleTimeoutSeconds": 45}}}, False, V2, "idleTimeoutSeconds needs enableAutoscaling"),
+        ({"workers": {"w": {"idleTimeoutSeconds": -1}}}, True, V2, "idleTimeoutSeconds must be an int >= 0"),
+        ({"workers": {"w": {"idleTimeoutSeconds": "45"}}}, True, V2, "idleTimeoutSeconds must be an int >= 0"),
+        ({"head": {"idleTimeoutSeconds": 45}}, True, V2, "rayGroups.head has unknown keys ['idleTimeoutSeconds']"),
+        ({"workers": {"w": {"explicitResources": {"requests": {"cpu": "1"}}}}}, True, V2, "needs a computeTemplate"),
+        ({"workers": {"w": {}}}, True, V2, "rayGroups.workers.w is empty"),
+    ],
+    ids=["no-v2", "no-autoscaling", "negative", "string", "head", "explicit-alone", "empty"],
+)
+def test_a_worker_group_idle_timeout_kuberay_would_refuse_or_drop_is_refused(
+    kit: SimpleNamespace, groups: dict[str, Any], autoscaling: bool, ray_job: Any, expected: str
+) -> None:
+    with pytest.raises(BuildError) as e:
+        _groups(kit, groups, {**WORKERS, "enableAutoscaling": autoscaling}, ray_job)
+    assert expected in str(e.value)
+
+
 @pytest.mark.parametrize(
     ("section", "expected"),
     [

@@ -107,6 +107,13 @@ def test_states_go_turns_into_errors_get_a_phase(
         assert "spec.entrypoint is empty" in info.message
 
 
+def test_waiting_says_what_it_waits_for(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
+    # KubeRay writes no message with Waiting (InteractiveMode): the user is told what would start the job.
+    info = task_phase(ray_job("Waiting", "", start=-5), now=now)
+    assert (info.phase, info.reason) == (Phase.QUEUED, "Waiting")
+    assert info.message.startswith("InteractiveMode: ") and "spec.jobId" in info.message
+
+
 def test_ray_has_no_operator_stall_timeout(ray_job: Callable[..., dict[str, Any]], now: datetime) -> None:
     info = task_phase(ray_job(None, None, start=None, created=-86400, cluster=None, job_id=None), now=now)
     assert (info.phase, info.reason) == (Phase.QUEUED, "Scheduling")

@@ -106,12 +106,16 @@ def ray_job_proto(cfg: RayJobConfig) -> ray_pb2.RayJob:
 
 
 def _group_extension(group: Union[HeadNodeConfig, WorkerNodeConfig]) -> Optional[RayGroupExtension]:
-    """What the backend needs to apply a group's named compute template: the name, and the group's own
+    """A worker group's idle timeout, and what the backend needs to apply a group's named compute template: the
+    name, and the group's own
     requests/limits (its k8sPod merges them with the pod template's, so the backend could not tell which
     win over the template). The GPU count is written as ``gpu``: it means the template's accelerator."""
+    out: RayGroupExtension = {}
+    if isinstance(group, WorkerNodeConfig) and group.idle_timeout_seconds is not None:
+        out["idleTimeoutSeconds"] = group.idle_timeout_seconds
     if not isinstance(group.compute_template, str):
-        return None
-    out: RayGroupExtension = {"computeTemplate": group.compute_template}
+        return out or None
+    out["computeTemplate"] = group.compute_template
     requests, limits = group.requests or group.limits, group.limits or group.requests  # as group_k8s_pod does
     explicit: ResourceMaps = {}
     for side, resources in (("requests", requests), ("limits", limits)):
@@ -124,7 +128,8 @@ def _group_extension(group: Union[HeadNodeConfig, WorkerNodeConfig]) -> Optional
 
 
 def ray_groups_extension(cfg: RayJobConfig) -> Optional[RayGroupsExtension]:
-    """The ``rayGroups`` section of the extension key: the groups that name a compute template; None if none."""
+    """The ``rayGroups`` section of the extension key: the groups that name a compute template or have their own
+    idle timeout; None if none."""
     out: RayGroupsExtension = {}
     head = _group_extension(cfg.head_node_config) if cfg.head_node_config is not None else None
     if head:

@@ -32,6 +32,7 @@ from flytekitplugins.kubejobs.schema.rules_ray import (
     DELETION_JOB_STATUSES,
     DELETION_POLICIES,
     rayjob_spec_problems,
+    worker_idle_timeout_problem,
 )
 from flytekitplugins.kubejobs.userwarnings import warn_user
 from flytekitplugins.kubejobs.wire.compute import check_template_name
@@ -265,6 +266,9 @@ class WorkerNodeConfig:
     _: KW_ONLY
     #: A ``ComputeTemplate`` object, or the name of a template stored in the cluster (resolved by the connector).
     compute_template: Optional[Union[ComputeTemplate, str]] = None
+    #: Seconds an idle worker of this group lives before the autoscaler removes it, instead of
+    #: ``AutoscalerOptionsConfig.idle_timeout_seconds`` (KubeRay 1.5+, autoscaler v2 only).
+    idle_timeout_seconds: Optional[int] = None
     _k8s_pod: Optional[dict[str, Any]] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -278,6 +282,7 @@ class WorkerNodeConfig:
         check_int(f"{where}.replicas", self.replicas)
         check_optional_int(f"{where}.min_replicas", self.min_replicas)
         check_optional_int(f"{where}.max_replicas", self.max_replicas)
+        check_optional_int(f"{where}.idle_timeout_seconds", self.idle_timeout_seconds)
         if self.min_replicas is not None and self.min_replicas > self.replicas:
             raise ValueError(f"{where}.min_replicas must be <= replicas ({self.replicas}), got {self.min_replicas}")
         if self.max_replicas is not None and self.max_replicas < self.replicas:
@@ -410,7 +415,26 @@ class RayJobConfig:
                 UserWarning,
             )
 
+        self._check_idle_timeouts()
         set_(self, "_ray_job_extension", self._build_ray_job_extension() or None)
+
+    def _check_idle_timeouts(self) -> None:
+        """A group's idle timeout needs the autoscaler that reads it: KubeRay's rule, and autoscaling on."""
+        options = self.autoscaler_options
+        head_pod = (self.head_node_config.k8s_pod if self.head_node_config else None) or {}
+        cluster = {
+            "autoscalerOptions": {"version": options.version} if options and options.version else {},
+            "headGroupSpec": {"template": {"spec": head_pod.get("podSpec") or {}}},
+        }
+        for group in self.worker_node_config:
+            if group.idle_timeout_seconds is None:
+                continue
+            where = f"WorkerNodeConfig({group.group_name!r}).idle_timeout_seconds={group.idle_timeout_seconds}"
+            problem = worker_idle_timeout_problem(cluster, {"idleTimeoutSeconds": group.idle_timeout_seconds})
+            if not problem and not self.enable_autoscaling:
+                problem = "needs enable_autoscaling=True: no autoscaler would read it"
+            if problem:
+                raise ValueError(f"{where} {problem}")
 
     def _build_ray_job_extension(self) -> RayJobExtension:
         """The ``kubejobs.rayJob`` section (KubeRay's field names), checked against KubeRay's rules."""

@@ -107,16 +107,22 @@ def _template_name(path: str, value: object) -> None:
         raise BuildError(str(e)) from None
 
 
-def _ray_group(path: str, value: object) -> dict[str, Any]:
+def _ray_group(path: str, value: object, *, head: bool = False) -> dict[str, Any]:
     group = copy.deepcopy(_dict(path, value))
-    unknown = set(group) - RAY_GROUP_KEYS
+    keys = RAY_GROUP_KEYS - {"idleTimeoutSeconds"} if head else RAY_GROUP_KEYS  # the head is never scaled down
+    unknown = set(group) - keys
     if unknown:
-        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(RAY_GROUP_KEYS)}")
-    if "computeTemplate" not in group:
-        raise BuildError(f"{path} needs a computeTemplate (explicitResources only qualify one)")
-    _template_name(f"{path}.computeTemplate", group["computeTemplate"])
+        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(keys)}")
+    if "explicitResources" in group and "computeTemplate" not in group:
+        raise BuildError(f"{path}.explicitResources needs a computeTemplate (they only qualify one)")
+    if not group:
+        raise BuildError(f"{path} is empty")
+    if "computeTemplate" in group:
+        _template_name(f"{path}.computeTemplate", group["computeTemplate"])
     if "explicitResources" in group:
         _resource_maps(f"{path}.explicitResources", group["explicitResources"])
+    if "idleTimeoutSeconds" in group:
+        _int(f"{path}.idleTimeoutSeconds", group["idleTimeoutSeconds"], minimum=0)
     return group
 
 
@@ -127,7 +133,7 @@ def _ray_groups(path: str, value: object) -> dict[str, Any]:
         raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: ['head', 'workers']")
     out: dict[str, Any] = {"workers": {}}
     if "head" in groups:
-        out["head"] = _ray_group(f"{path}.head", groups["head"])
+        out["head"] = _ray_group(f"{path}.head", groups["head"], head=True)
     for name, spec in _dict(f"{path}.workers", groups.get("workers") or {}).items():
         out["workers"][name] = _ray_group(f"{path}.workers.{name}", spec)
     return out

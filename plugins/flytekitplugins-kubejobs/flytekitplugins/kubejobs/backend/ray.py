@@ -225,7 +225,7 @@ def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
     if "clusterSelector" in ext:
         _refuse_cluster_with_selector(job, ext)
         if "head" in named or named["workers"]:  # the selected cluster's groups are not this task's to shape
-            raise BuildError("kubejobs.rayGroups (named compute templates) cannot be used with clusterSelector")
+            raise BuildError("kubejobs.rayGroups (per-group settings) cannot be used with clusterSelector")
     base = build_pod(ctx.template, ctx.metadata, ctx.config, container_name=ctx.name, template_vars=ctx.template_vars)
     sa = service_account(ctx.template, ctx.metadata)
     if not sa or ray.service_account:
@@ -253,7 +253,7 @@ def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
                 head_env,
                 head_pod,
                 head=True,
-                named=("head group", named["head"]) if "head" in named else None,
+                named=("head group", named["head"]) if "computeTemplate" in named.get("head", {}) else None,
             ),
         },
         "enableInTreeAutoscaling": cluster.enable_autoscaling,
@@ -270,6 +270,7 @@ def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
             if getattr(group, attr) < 0:
                 raise BuildError(f"{where}.{attr} must not be negative, got {getattr(group, attr)}")
         pod = group.k8s_pod if group.HasField("k8s_pod") else None
+        own = named["workers"].get(group.group_name, {})
         groups.append(
             {
                 "groupName": group.group_name,
@@ -284,12 +285,17 @@ def build_ray_spec(ctx: BuildContext) -> BuiltSpec:
                     _worker_env(),
                     pod,
                     head=False,
-                    named=(f"worker group {group.group_name!r}", named["workers"][group.group_name])
-                    if group.group_name in named["workers"]
-                    else None,
+                    named=(f"worker group {group.group_name!r}", own) if "computeTemplate" in own else None,
                 ),
             }
         )
+        if "idleTimeoutSeconds" in own:
+            if not cluster.enable_autoscaling:  # no autoscaler would read it
+                raise BuildError(
+                    f"kubejobs.rayGroups.workers.{group.group_name}.idleTimeoutSeconds needs enableAutoscaling "
+                    "(autoscaler v2): without an autoscaler the setting would be dropped"
+                )
+            groups[-1]["idleTimeoutSeconds"] = own["idleTimeoutSeconds"]
     missing = sorted(set(named["workers"]) - seen)
     if missing:
         raise BuildError(f"kubejobs.rayGroups.workers names groups the ray custom does not have: {missing}")

@@ -417,7 +417,8 @@ def _ray_phase(
     if deployment == "Retrying":  # backoffLimit: KubeRay is replacing the cluster for another try
         return info(Phase.RUNNING, "Retrying", message)
     if deployment == "Waiting":  # InteractiveMode: waiting for a job id to be submitted
-        return info(Phase.QUEUED, "Waiting", message)
+        waiting = "the cluster is up; waiting for a Ray job to be submitted and its id set in spec.jobId"
+        return info(Phase.QUEUED, "Waiting", message or f"InteractiveMode: {waiting}")
     return info(
         Phase.RUNNING if started is not None else Phase.QUEUED,
         f"unknown job deployment status: {deployment}",

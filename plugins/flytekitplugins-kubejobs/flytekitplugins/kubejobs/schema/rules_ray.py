@@ -41,6 +41,7 @@ __all__ = [
     "check_rayjob",
     "check_raycluster",
     "rayjob_spec_problems",
+    "worker_idle_timeout_problem",
 ]
 
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode")
@@ -108,6 +109,30 @@ def check_cluster_spec(report: Report, path: Path, cluster: object) -> None:
     for index, group in enumerate(as_list(cluster.get("workerGroupSpecs"))):
         if isinstance(group, Mapping):
             _check_worker_group(report, (*path, "workerGroupSpecs", index), group, index, seen)
+            problem = worker_idle_timeout_problem(cluster, group)
+            if problem:
+                report.add((*path, "workerGroupSpecs", index, "idleTimeoutSeconds"), problem)
+
+
+def worker_idle_timeout_problem(cluster: Mapping[str, Any], group: Mapping[str, Any]) -> str:
+    """What KubeRay refuses in a worker group's ``idleTimeoutSeconds`` ("" when nothing): a negative value, or
+    a value without autoscaler v2 (``autoscalerOptions.version: v2``, or ``RAY_ENABLE_AUTOSCALER_V2`` in the
+    head's Ray container, the KubeRay < 1.4 switch)."""
+    idle = group.get("idleTimeoutSeconds")
+    if idle is None:
+        return ""
+    if is_int(idle) and idle < 0:
+        return f"must be >= 0, got {idle}"
+    if as_dict(cluster.get("autoscalerOptions")).get("version") == "v2":
+        return ""
+    head = as_dict(as_dict(as_dict(cluster.get("headGroupSpec")).get("template")).get("spec"))
+    containers = as_list(head.get("containers"))
+    env = as_list(as_dict(containers[0]).get("env")) if containers else []
+    if any(
+        as_dict(e).get("name") == "RAY_ENABLE_AUTOSCALER_V2" and as_dict(e).get("value") in ("1", "true") for e in env
+    ):
+        return ""
+    return "needs autoscaler v2 (autoscalerOptions.version: v2): only the v2 autoscaler scales groups down per group"
 
 
 def _check_v2_restart_policies(report: Report, path: Path, cluster: Mapping[str, Any]) -> None:

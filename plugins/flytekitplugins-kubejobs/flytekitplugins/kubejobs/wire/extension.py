@@ -24,7 +24,8 @@ translating them::
         "workers": {"gpu": {"computeTemplate": "a100x8",
                             # the group's own requests/limits (also in its k8sPod, merged with the pod
                             # template's): they win over the template; "gpu" is the template's accelerator
-                            "explicitResources": {"requests": {"cpu": "4", "gpu": "1"}, "limits": {...}}}}
+                            "explicitResources": {"requests": {"cpu": "4", "gpu": "1"}, "limits": {...}}},
+                    "cpu": {"idleTimeoutSeconds": 120}}  # autoscaler v2: this group's idle timeout
       },
       "runPolicy": {"suspend": true, "backoffLimit": 0,
                     "schedulingPolicy": {"minAvailable": 3, "queue": "q", "priorityClass": "high"}},
@@ -127,6 +128,8 @@ class QueueExtension(TypedDict, total=False):
 class RayGroupExtension(TypedDict, total=False):
     computeTemplate: str
     explicitResources: ResourceMaps
+    #: Worker groups only: KubeRay's ``workerGroupSpecs[].idleTimeoutSeconds`` (autoscaler v2).
+    idleTimeoutSeconds: int
 
 
 class RayGroupsExtension(TypedDict, total=False):

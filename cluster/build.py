@@ -13,8 +13,8 @@ command's package at the pinned version, plus, for k8s.io/kubernetes, a replace 
 ${XDG_CACHE_HOME:-~/.cache}/kubejobs/<versions key>/bin and reused while they exist; Go's own build and
 module caches make a rebuild after a version bump incremental. Binaries come in two groups with a cache
 folder each, named after that group's versions: the core (Kubernetes, etcd, kwok, Training Operator, KubeRay)
-and the engines (Kubeflow Trainer v2, JobSet, Kueue), so that pinning or bumping an engine never rebuilds
-kube-apiserver. Standard library only: it runs before the
+the engines (Kubeflow Trainer v2, JobSet, Kueue) and the mpi-operator, so that pinning or bumping an engine
+never rebuilds kube-apiserver. Standard library only: it runs before the
 virtualenv exists.
 """
 
@@ -124,6 +124,15 @@ def tools(v: dict[str, str]) -> list[Tool]:
         ),
         Tool("jobset-controller", "sigs.k8s.io/jobset", "JOBSET_VERSION", "sigs.k8s.io/jobset", group="engines"),
         Tool("kueue", "sigs.k8s.io/kueue", "KUEUE_VERSION", "sigs.k8s.io/kueue/cmd/kueue", group="engines"),
+        # The mpi-operator's MPIJob v2beta1 shares its CRD name with the Training Operator's v1 MPIJob: it runs
+        # on a control plane of its own (profile "mpi-operator" of tests/e2e/controlplane.py).
+        Tool(
+            "mpi-operator",
+            "github.com/kubeflow/mpi-operator",
+            "MPI_OPERATOR_VERSION",
+            "github.com/kubeflow/mpi-operator/cmd/mpi-operator",
+            group="mpi",
+        ),
     ]
 
 
@@ -137,6 +146,7 @@ GROUPS = {
         "KUBERAY_VERSION": "kuberay",
     },
     "engines": {"TRAINER_VERSION": "trainer", "JOBSET_VERSION": "jobset", "KUEUE_VERSION": "kueue"},
+    "mpi": {"MPI_OPERATOR_VERSION": "mpi-operator"},
 }
 
 
@@ -226,7 +236,8 @@ def build(tool: Tool, v: dict[str, str]) -> Path:
 CRD_SOURCES = (
     ("training-operator", "github.com/kubeflow/training-operator", "TRAINING_OPERATOR_VERSION", "manifests/base/crds"),
     ("kuberay", "github.com/ray-project/kuberay/ray-operator", "KUBERAY_VERSION", "config/crd/bases"),
-    # MPIJob v2beta1: same CRD name as the training operator's v1 MPIJob, so it is read for schemas only.
+    # MPIJob v2beta1: same CRD name as the training operator's v1 MPIJob; installed only by the "mpi-operator"
+    # profile of the e2e control plane.
     ("mpi-operator", "github.com/kubeflow/mpi-operator", "MPI_OPERATOR_VERSION", "manifests/base"),
 )
 #: The engines' CRDs, kept apart (manifest key ``engine_crds``): the e2e control plane installs them, the
@@ -247,6 +258,7 @@ def module_dirs(v: dict[str, str], cwd: Path) -> dict[str, str]:
         "trainer": ("github.com/kubeflow/trainer/v2", "TRAINER_VERSION"),
         "jobset": ("sigs.k8s.io/jobset", "JOBSET_VERSION"),
         "kueue": ("sigs.k8s.io/kueue", "KUEUE_VERSION"),
+        "mpi-operator": ("github.com/kubeflow/mpi-operator", "MPI_OPERATOR_VERSION"),
     }
     return {name: module_download(module, v[key], cwd)["Dir"] for name, (module, key) in modules.items()}
 

@@ -53,10 +53,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(config, "workerinput") or E2E_DIR not in config.stash:
         return
     directory = config.stash[E2E_DIR]
-    if (directory / "supervisor.pid").exists():
-        subprocess.run(
-            [sys.executable, "-m", "e2e.controlplane", "down", "--dir", str(directory)], cwd=REPO / "tests", check=True
-        )
+    for plane in (directory / "mpi-operator", directory):  # the mpi-operator profile's, then the main one
+        if (plane / "supervisor.pid").exists():
+            subprocess.run(
+                [sys.executable, "-m", "e2e.controlplane", "down", "--dir", str(plane)], cwd=REPO / "tests", check=True
+            )
     if exitstatus == 0:
         shutil.rmtree(directory, ignore_errors=True)
     elif (directory / "logs").exists():

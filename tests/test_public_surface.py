@@ -91,6 +91,7 @@ SURFACE: dict[str, set[str]] = {
         "Evaluator",
         "MPIJob",
         "HorovodJob",
+        "MPIOperatorOptions",
         "Launcher",
         "KueueQueue",
         "RunPolicy",

@@ -13,7 +13,8 @@ waits until each part answers (a condition each, never a sleep), writes
 DIR/state.json with the admin kubeconfig, and then stays until SIGTERM/SIGINT or until the watched process
 (the pytest session) is gone, when it stops every process it started. SIGUSR1 restarts kube-apiserver with
 the same flags (`restart_apiserver(state)`, for the tests of what survives a restart); `--apiserver-arg` adds
-a flag to it.
+a flag to it. `--profile mpi-operator` runs the mpi-operator (MPIJob kubeflow.org/v2beta1) in place of every
+other operator and engine: its CRD has the name of the Training Operator's v1 MPIJob CRD.
 
 Pods never run: kwok plays their lifecycle. A pod whose annotation `kubejobs-e2e/outcome` is `succeed` or
 `fail` goes Running, then Succeeded (exit 0) or Failed (exit 1) after `kubejobs-e2e/run-for` (a Go
@@ -55,6 +56,11 @@ NODE_COUNT = 3
 #: The engines' names in cluster/build.py's manifest (CRDs, module folders) and in the port names below.
 ENGINES = ("trainer", "jobset", "kueue")
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
+MPI_OPERATOR_NAMESPACE = "mpi-operator"
+#: "full": every operator and engine (one MPIJob: the Training Operator's v1); "mpi-operator": the core and the
+#: mpi-operator only, whose MPIJob v2beta1 CRD has the same name as the v1 one.
+FULL_PROFILE, MPI_PROFILE = "full", "mpi-operator"
+PROFILES = (FULL_PROFILE, MPI_PROFILE)
 KUEUE_NAMESPACE = "kueue-system"
 #: Kueue's job integrations enabled here (its 0.17 framework names) for the kinds this project builds. Not
 #: "kubeflow.org/mpijob": Kueue's MPIJob integration is the mpi-operator's v2beta1 MPIJob, not the v1 one served.
@@ -343,10 +349,19 @@ def fake_node(name: str) -> dict[str, Any]:
 class ControlPlane:
     """Starts and stops the whole control plane under ``directory``."""
 
-    def __init__(self, directory: Path, manifest: dict[str, Any], apiserver_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        manifest: dict[str, Any],
+        apiserver_args: tuple[str, ...] = (),
+        profile: str = FULL_PROFILE,
+    ) -> None:
+        if profile not in PROFILES:
+            raise ValueError(f"profile must be one of {PROFILES}, got {profile!r}")
         self.dir = directory
         self.manifest = manifest
         self.apiserver_args = apiserver_args
+        self.profile = profile
         self.api: Optional[Api] = None
         self.bin = manifest["binaries"]
         self.processes: list[Process] = []
@@ -481,13 +496,19 @@ class ControlPlane:
         api = self.api = Api(server, ca.pair.cert, admin)
         wait_for("kube-apiserver /readyz", api.ready, 120, self._alive)
 
-        crds = [
-            *(self.manifest["crds"][operator] for operator in ("training-operator", "kuberay")),
-            *(self.manifest["engine_crds"][engine] for engine in ENGINES),
-        ]
+        full = self.profile == FULL_PROFILE
+        crds = (
+            [
+                *(self.manifest["crds"][operator] for operator in ("training-operator", "kuberay")),
+                *(self.manifest["engine_crds"][engine] for engine in ENGINES),
+            ]
+            if full
+            else [self.manifest["crds"]["mpi-operator"]]
+        )
         self._install_crds(api, [Path(f) for files in crds for f in files])
-        self._training_operator_webhook(api, ports["to-webhook"])
-        self._engine_webhooks(api, ports)
+        if full:
+            self._training_operator_webhook(api, ports["to-webhook"])
+            self._engine_webhooks(api, ports)
 
         self._start(
             "kube-controller-manager",
@@ -537,29 +558,10 @@ class ControlPlane:
                 "--node-ip=127.0.0.1",
             ],
         )
-        self._start(
-            "training-operator",
-            [
-                f"--kubeconfig={admin_kubeconfig}",
-                "--metrics-bind-address=0",
-                f"--health-probe-bind-address=127.0.0.1:{ports['to-probe']}",
-                f"--webhook-server-port={ports['to-webhook']}",
-                "--leader-elect=false",
-            ],
-            env={"MY_POD_NAMESPACE": TRAINING_OPERATOR_NAMESPACE},
-        )
-        self._start(
-            "kuberay-operator",
-            [
-                f"--kubeconfig={admin_kubeconfig}",
-                "--metrics-addr=0",
-                f"--health-probe-bind-address=127.0.0.1:{ports['kr-probe']}",
-                "--enable-leader-election=false",
-                "--use-kubernetes-proxy",  # reach the head's dashboard through the API server only
-                "--log-stdout-encoder=console",
-            ],
-        )
-        self._start_engines(admin_kubeconfig, ports)
+        if full:
+            self._start_operators(admin_kubeconfig, ports)
+        else:
+            self._start_mpi_operator(api, admin_kubeconfig)
         for i in range(NODE_COUNT):
             api.call("POST", "/api/v1/nodes", fake_node(f"kwok-node-{i}"))
 
@@ -582,26 +584,10 @@ class ControlPlane:
             120,
             self._alive,
         )
-        wait_for(
-            "training-operator /readyz",
-            lambda: http_ok(f"http://127.0.0.1:{ports['to-probe']}/readyz"),
-            180,
-            self._alive,
-        )
-        wait_for(
-            "kuberay-operator /readyz",
-            lambda: http_ok(f"http://127.0.0.1:{ports['kr-probe']}/readyz"),
-            180,
-            self._alive,
-        )
-        for engine in ENGINES:
-            wait_for(
-                f"{engine} /readyz",
-                functools.partial(http_ok, f"http://127.0.0.1:{ports[engine + '-probe']}/readyz"),
-                180,
-                self._alive,
-            )
-        self._install_runtimes(api)
+        if full:
+            self._wait_for_operators(api, ports)
+        else:
+            wait_for("the mpi-operator's leader lease", self._mpi_operator_leads, 180, self._alive)
         self.state = {
             "server": server,
             "etcd": etcd_url,
@@ -613,9 +599,64 @@ class ControlPlane:
             "pids": {p.name: p.popen.pid for p in self.processes},
             "versions": self.manifest["versions"],
             "crds": self.manifest["crds"],
+            "profile": self.profile,
             "start_seconds": round(time.monotonic() - started, 1),
         }
         return self.state
+
+    def _start_operators(self, kubeconfig: Path, ports: dict[str, int]) -> None:
+        self._start(
+            "training-operator",
+            [
+                f"--kubeconfig={kubeconfig}",
+                "--metrics-bind-address=0",
+                f"--health-probe-bind-address=127.0.0.1:{ports['to-probe']}",
+                f"--webhook-server-port={ports['to-webhook']}",
+                "--leader-elect=false",
+            ],
+            env={"MY_POD_NAMESPACE": TRAINING_OPERATOR_NAMESPACE},
+        )
+        self._start(
+            "kuberay-operator",
+            [
+                f"--kubeconfig={kubeconfig}",
+                "--metrics-addr=0",
+                f"--health-probe-bind-address=127.0.0.1:{ports['kr-probe']}",
+                "--enable-leader-election=false",
+                "--use-kubernetes-proxy",  # reach the head's dashboard through the API server only
+                "--log-stdout-encoder=console",
+            ],
+        )
+        self._start_engines(kubeconfig, ports)
+
+    def _wait_for_operators(self, api: Api, ports: dict[str, int]) -> None:
+        for name, port in (("training-operator", ports["to-probe"]), ("kuberay-operator", ports["kr-probe"])):
+            wait_for(f"{name} /readyz", functools.partial(http_ok, f"http://127.0.0.1:{port}/readyz"), 180, self._alive)
+        for engine in ENGINES:
+            wait_for(
+                f"{engine} /readyz",
+                functools.partial(http_ok, f"http://127.0.0.1:{ports[engine + '-probe']}/readyz"),
+                180,
+                self._alive,
+            )
+        self._install_runtimes(api)
+
+    # -- the "mpi-operator" profile: the mpi-operator's MPIJob v2beta1 instead of every other operator ----------
+    def _start_mpi_operator(self, api: Api, kubeconfig: Path) -> None:
+        """The mpi-operator serves MPIJob v2beta1, whose CRD has the name of the Training Operator's v1 MPIJob
+        CRD: a control plane runs one of them. It always elects a leader, with a Lease in its lock namespace;
+        its health port (8080 on every interface) is fixed in v0.8, so one such profile runs per machine."""
+        api.call("POST", "/api/v1/namespaces", {"metadata": {"name": MPI_OPERATOR_NAMESPACE}})
+        self._start(
+            "mpi-operator",
+            [f"--kubeConfig={kubeconfig}", f"--lock-namespace={MPI_OPERATOR_NAMESPACE}", "--threadiness=2"],
+        )
+
+    def _mpi_operator_leads(self) -> Optional[bool]:
+        assert self.api is not None
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{MPI_OPERATOR_NAMESPACE}/leases/mpi-operator"
+        lease = self.api.call("GET", path, ok=(200, 404))
+        return True if (lease.get("spec") or {}).get("holderIdentity") else None
 
     def _install_crds(self, api: Api, files: list[Path]) -> None:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -628,7 +669,7 @@ class ControlPlane:
 
         def established(name: str) -> Optional[bool]:
             crd = api.call("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-            conditions = crd.get("status", {}).get("conditions", [])
+            conditions = (crd.get("status") or {}).get("conditions") or []  # null until the server sets them
             return True if any(c["type"] == "Established" and c["status"] == "True" for c in conditions) else None
 
         for name in names:
@@ -825,7 +866,9 @@ def _write_state(directory: Path, state: dict[str, Any]) -> None:
     tmp.replace(directory / "state.json")
 
 
-def up(directory: Path, watch_pid: Optional[int], apiserver_args: tuple[str, ...] = ()) -> None:
+def up(
+    directory: Path, watch_pid: Optional[int], apiserver_args: tuple[str, ...] = (), profile: str = FULL_PROFILE
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "supervisor.pid").write_text(str(os.getpid()))
     stopping = threading.Event()
@@ -839,7 +882,7 @@ def up(directory: Path, watch_pid: Optional[int], apiserver_args: tuple[str, ...
         stopping.set()  # ends the wait below at once
 
     signal.signal(signal.SIGUSR1, request_restart)
-    plane = ControlPlane(directory, build_manifest(), apiserver_args)
+    plane = ControlPlane(directory, build_manifest(), apiserver_args, profile)
     try:
         state = plane.start()
         state["supervisor_pid"] = os.getpid()
@@ -892,10 +935,14 @@ def down(directory: Path, timeout: float = 60) -> None:
 
 
 def ensure_up(
-    directory: Path, watch_pid: Optional[int], timeout: float = 5400, apiserver_args: tuple[str, ...] = ()
+    directory: Path,
+    watch_pid: Optional[int],
+    timeout: float = 5400,
+    apiserver_args: tuple[str, ...] = (),
+    profile: str = FULL_PROFILE,
 ) -> dict[str, Any]:
     """Start the supervisor unless one already serves ``directory``; return its state (callers hold a lock).
-    ``apiserver_args`` are extra kube-apiserver flags."""
+    ``apiserver_args`` are extra kube-apiserver flags; ``profile`` which operators run (``PROFILES``)."""
     state_file = directory / "state.json"
     if state_file.exists():
         state: dict[str, Any] = json.loads(state_file.read_text())
@@ -905,7 +952,7 @@ def ensure_up(
     log = directory / "supervisor.log"
     with log.open("ab") as out:
         watch = [] if watch_pid is None else ["--watch-pid", str(watch_pid)]
-        extra = [f"--apiserver-arg={arg}" for arg in apiserver_args]
+        extra = [f"--apiserver-arg={arg}" for arg in apiserver_args] + [f"--profile={profile}"]
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "e2e.controlplane", "up", "--dir", str(directory), *watch, *extra],
             cwd=REPO / "tests",
@@ -933,12 +980,13 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, required=True)
     parser.add_argument("--watch-pid", type=int, help="stop when this process is gone")
     parser.add_argument("--apiserver-arg", action="append", default=[], help="an extra kube-apiserver flag")
+    parser.add_argument("--profile", choices=PROFILES, default=FULL_PROFILE, help="which operators run")
     args = parser.parse_args()
     directory = args.dir.resolve()
     if args.command == "up":
-        up(directory, args.watch_pid, tuple(args.apiserver_arg))
+        up(directory, args.watch_pid, tuple(args.apiserver_arg), args.profile)
     elif args.command == "start":
-        state = ensure_up(directory, args.watch_pid)
+        state = ensure_up(directory, args.watch_pid, profile=args.profile)
         print(f"export KUBECONFIG={state['kubeconfig']}   # stop with: make cluster-down")
     else:
         down(directory)

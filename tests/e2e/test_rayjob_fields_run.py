@@ -9,6 +9,7 @@ retries (backoffLimit), deadlines, deletions after the end, suspension, and whic
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -239,9 +240,11 @@ def test_sidecar_mode_submits_from_the_head_and_fails_with_its_submitter(k8s: An
     assert "ray job submit" in command and obj["spec"]["entrypoint"] in command, command
     assert head.spec.restart_policy == "Never"
     assert not client.BatchV1Api(k8s).list_namespaced_job(namespace).items
-    # The simulated head runs nothing: the test plays the submitter's end, `ray job submit` exiting 1.
+    # The simulated head runs nothing: the test plays the submitter's end, `ray job submit` exiting 1 now (a
+    # finish time long past would trip KubeRay's submitter-finished timeout instead).
     core = client.CoreV1Api(k8s)
-    ended = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": None, "finishedAt": None}}
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ended = {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": now, "finishedAt": now}}
     container_statuses = [
         {
             "name": c.name,

@@ -128,9 +128,9 @@ def _ray_template(extension: object) -> TaskTemplate:
     [
         (
             {"replicaSpecs": {"Worker": {"nodeSelector": {"a": "b"}}}},
-            r"kubejobs\.replicaSpecs is not supported for RayJob",
+            r"kubejobs\.replicaSpecs is not supported for RayJob ray.io/v1",
         ),
-        ({"runPolicy": {"suspend": True}}, r"kubejobs\.runPolicy is not supported for RayJob"),
+        ({"runPolicy": {"suspend": True}}, r"kubejobs\.runPolicy is not supported for RayJob ray.io/v1"),
         ({"headGroup": {}}, r"kubejobs has unknown key 'headGroup'"),
         ({"version": 2}, r"kubejobs\.version 2 is not supported"),
     ],

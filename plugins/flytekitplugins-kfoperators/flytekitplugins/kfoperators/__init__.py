@@ -22,7 +22,7 @@ from .task import (
     PyTorchFunctionTask,
     TensorflowFunctionTask,
 )
-from .task_configs import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
+from .task_configs import Elastic, HorovodJob, MPIJob, MPIOperatorOptions, PyTorch, TfJob
 
 __all__ = [
     "PyTorch",
@@ -35,6 +35,7 @@ __all__ = [
     "Evaluator",
     "MPIJob",
     "HorovodJob",
+    "MPIOperatorOptions",
     "Launcher",
     "RunPolicy",
     "CleanPodPolicy",

@@ -21,7 +21,7 @@ from flytekitplugins.kubejobs.extension import build_extension
 from flytekitplugins.kubejobs.idl import fill_replica_spec, run_policy_to_idl
 from flytekitplugins.kubejobs.policies import RunPolicy
 from flytekitplugins.kubejobs.roles import ReplicaRole
-from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY
+from flytekitplugins.kubejobs.wire.extension import EXTENSION_KEY, EXTENSION_VERSION
 from google.protobuf.json_format import MessageToDict
 
 from .task_configs import Elastic, HorovodJob, MPIJob, PyTorch, TfJob
@@ -123,7 +123,11 @@ def mpi_custom(cfg: Union[MPIJob, HorovodJob]) -> dict[str, Any]:
         msg.launcher_replicas.command.extend(cfg.launcher.command)
     if cfg.worker.command:
         msg.worker_replicas.command.extend(cfg.worker.command)
-    return _finish(msg, {"Launcher": cfg.launcher, "Worker": cfg.worker}, cfg.run_policy)
+    custom = _finish(msg, {"Launcher": cfg.launcher, "Worker": cfg.worker}, cfg.run_policy)
+    mpi_job = cfg.mpi_operator.to_extension() if cfg.mpi_operator is not None else {}
+    if mpi_job:
+        custom.setdefault(EXTENSION_KEY, {"version": EXTENSION_VERSION})["mpiJob"] = mpi_job
+    return custom
 
 
 def _processes(cfg: Union[MPIJob, HorovodJob]) -> int:

@@ -20,7 +20,9 @@ from typing import Any, Optional, TypeVar, Union
 
 from flytekitplugins.kubejobs.policies import RunPolicy
 from flytekitplugins.kubejobs.roles import ReplicaRole
+from flytekitplugins.kubejobs.schema.rules_kubeflow import LAUNCHER_CREATION_POLICIES, MPI_IMPLEMENTATIONS
 from flytekitplugins.kubejobs.userwarnings import KubejobsDeprecationWarning, warn_user
+from flytekitplugins.kubejobs.wire.extension import MpiJobExtension
 from flytekitplugins.kubejobs.wire.fields import (
     INT32_MAX,
     check_int,
@@ -266,6 +268,52 @@ class TfJob(_JobConfig):
             raise ValueError(f"TfJob.chief.replicas must be 0 or 1 (one chief at most), got {self.chief.replicas!r}")
 
 
+@dataclass(frozen=True)
+class MPIOperatorOptions:
+    """What the mpi-operator's MPIJob v2beta1 has beyond the v1 MPIJob (a backend with ``plugins.mpi.operator:
+    v2beta1``); a backend building the Training Operator's v1 MPIJob refuses a task that sets any.
+
+    >>> MPIOperatorOptions(launcher_creation_policy="WaitForWorkersReady").to_extension()
+    {'launcherCreationPolicy': 'WaitForWorkersReady'}
+    """
+
+    #: ``"AtStartup"`` (the operator's default) or ``"WaitForWorkersReady"``: start the launcher once every
+    #: worker is Ready, so mpirun does not fail reaching a worker that is still starting.
+    launcher_creation_policy: Optional[str] = None
+    #: Where the workers' image reads the SSH keys (default ``/root/.ssh``; non-root images use their home).
+    ssh_auth_mount_path: Optional[str] = None
+    #: ``"OpenMPI"`` (default), ``"Intel"`` or ``"MPICH"``: the hostfile and environment the operator writes.
+    mpi_implementation: Optional[str] = None
+    #: The launcher also runs worker processes (and counts in the hostfile).
+    run_launcher_as_worker: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        for attr, allowed in (
+            ("launcher_creation_policy", LAUNCHER_CREATION_POLICIES),
+            ("mpi_implementation", MPI_IMPLEMENTATIONS),
+        ):
+            value = getattr(self, attr)
+            if value is not None and value not in allowed:
+                raise ValueError(f"MPIOperatorOptions.{attr} must be one of {list(allowed)}, got {value!r}")
+        path = check_optional_str("MPIOperatorOptions.ssh_auth_mount_path", self.ssh_auth_mount_path)
+        if path is not None and not path.startswith("/"):
+            raise ValueError(f"MPIOperatorOptions.ssh_auth_mount_path must be an absolute path, got {path!r}")
+        check_optional_bool("MPIOperatorOptions.run_launcher_as_worker", self.run_launcher_as_worker)
+
+    def to_extension(self) -> MpiJobExtension:
+        """The ``kubejobs.mpiJob`` section (the MPIJob v2beta1 field names)."""
+        out: MpiJobExtension = {}
+        for attr, key in (
+            ("launcher_creation_policy", "launcherCreationPolicy"),
+            ("ssh_auth_mount_path", "sshAuthMountPath"),
+            ("mpi_implementation", "mpiImplementation"),
+            ("run_launcher_as_worker", "runLauncherAsWorker"),
+        ):
+            if getattr(self, attr) is not None:
+                out[key] = getattr(self, attr)  # type: ignore[literal-required]  # the keys above
+        return out
+
+
 def _validate_mpi(cfg: Union[MPIJob, HorovodJob], owner: str) -> None:
     launcher = _check_role(owner, "launcher", cfg.launcher, Launcher, mpi=True)
     worker = _check_role(owner, "worker", cfg.worker, Worker, mpi=True)
@@ -282,6 +330,8 @@ def _validate_mpi(cfg: Union[MPIJob, HorovodJob], owner: str) -> None:
         raise ValueError(f"{owner}.worker.replicas must be at least 1, got {worker.replicas!r}")
     object.__setattr__(cfg, "launcher", launcher)
     object.__setattr__(cfg, "worker", worker)
+    if cfg.mpi_operator is not None and not isinstance(cfg.mpi_operator, MPIOperatorOptions):
+        raise TypeError(f"{owner}.mpi_operator must be an MPIOperatorOptions, got {cfg.mpi_operator!r}")
     _check_run_policy(owner, cfg.run_policy)
     check_int(f"{owner}.slots", cfg.slots, minimum=1)
     processes = worker.replicas * cfg.slots
@@ -305,6 +355,9 @@ class MPIJob(_JobConfig):
     slots: int = 1
     num_launcher_replicas: Optional[int] = None
     num_workers: Optional[int] = None
+    _: KW_ONLY
+    #: Settings of the mpi-operator's MPIJob v2beta1 (see ``MPIOperatorOptions``).
+    mpi_operator: Optional[MPIOperatorOptions] = None
 
     def _validate(self) -> None:
         _validate_mpi(self, "MPIJob")
@@ -324,6 +377,9 @@ class HorovodJob(_JobConfig):
     elastic_timeout: Optional[int] = 1200
     num_launcher_replicas: Optional[int] = None
     num_workers: Optional[int] = None
+    _: KW_ONLY
+    #: Settings of the mpi-operator's MPIJob v2beta1 (see ``MPIOperatorOptions``).
+    mpi_operator: Optional[MPIOperatorOptions] = None
 
     def _validate(self) -> None:
         _validate_mpi(self, "HorovodJob")

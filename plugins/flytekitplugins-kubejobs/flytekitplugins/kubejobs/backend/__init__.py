@@ -36,10 +36,13 @@ from .status import Phase, PhaseInfo, task_phase
 __all__ = ["BackendConfig", "BuildError", "Phase", "PhaseInfo", "build_object", "object_name_for", "task_phase"]
 
 
-def object_name_for(template: Any, metadata: Any) -> str:
-    """The object's name: ``<execution>-<node>-<attempt>``, made a DNS-1035 label within the kind's limit."""
-    kind = KINDS.get(template.type)
-    limit = kind.max_name_length if kind else 63
+def object_name_for(template: Any, metadata: Any, config: Optional[BackendConfig] = None) -> str:
+    """The object's name: ``<execution>-<node>-<attempt>``, made a DNS-1035 label within the limit of the kind
+    ``config`` builds the task as."""
+    try:
+        limit = (config or BackendConfig()).target_kind(template.type).max_name_length
+    except KeyError:
+        limit = 63
     return object_name(execution_name_parts(metadata.task_execution_id), limit)
 
 
@@ -76,9 +79,9 @@ def build_object(
         return build_trainjob(
             template, metadata, config, config.trainjob, template_vars=template_vars, validate=validate
         )
-    kind = KINDS.get(template.type)
-    if kind is None:
+    if template.type not in KINDS:
         raise BuildError(f"task type {template.type!r} is not one of {sorted(KINDS)}")
+    kind = config.target_kind(template.type)
     for key, value in (template_vars or {}).items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError(f"template_vars must map str to str, got {key!r}: {value!r}")
@@ -86,7 +89,7 @@ def build_object(
         template,
         metadata,
         config,
-        object_name_for(template, metadata),
+        object_name_for(template, metadata, config),
         dict(template_vars) if template_vars else None,
         kind,
     )

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ..schema.rules_kubeflow import LAUNCHER_CREATION_POLICIES, MPI_IMPLEMENTATIONS
 from ..schema.rules_ray import (
     AUTOSCALER_VERSIONS,
     CLUSTER_SELECTOR_KEY,
@@ -21,6 +22,7 @@ from ..schema.rules_ray import (
 from ..wire.extension import (
     EXTENSION_KEY,
     EXTENSION_VERSION,
+    MPI_JOB_KEYS,
     QUEUE_KEYS,
     RAY_AUTOSCALER_KEYS,
     RAY_GROUP_KEYS,
@@ -154,9 +156,10 @@ def parse_extension(custom: Mapping[str, Any], kind: JobKind) -> dict[str, Any]:
             raise BuildError(f"{EXTENSION_KEY} has unknown key {key!r}; known: {sorted(SECTIONS | {'version'})}")
         if key not in kind.extension_sections:
             honoured = sorted(kind.extension_sections) or "none"
+            hint = " (the mpi-operator's kubeflow.org/v2beta1 MPIJob takes it: plugins.mpi.operator)"
             raise BuildError(
-                f"{EXTENSION_KEY}.{key} is not supported for {kind.kind} (it honours: {honoured}); "
-                "the setting would be dropped, so the task is refused"
+                f"{EXTENSION_KEY}.{key} is not supported for {kind.kind} {kind.api_version} (it honours: {honoured}); "
+                f"the setting would be dropped, so the task is refused{hint if key == 'mpiJob' else ''}"
             )
     roles = kind.role_names
     out: dict[str, Any] = {"replicaSpecs": {}, "runPolicy": {}}
@@ -184,7 +187,26 @@ def parse_extension(custom: Mapping[str, Any], kind: JobKind) -> dict[str, Any]:
         out["rayGroups"] = _ray_groups(f"{EXTENSION_KEY}.rayGroups", ext["rayGroups"])
     if "rayJob" in ext:
         out["rayJob"] = _ray_job(f"{EXTENSION_KEY}.rayJob", ext["rayJob"])
+    if "mpiJob" in ext:
+        out["mpiJob"] = _mpi_job(f"{EXTENSION_KEY}.mpiJob", ext["mpiJob"])
     return out
+
+
+def _mpi_job(path: str, value: object) -> dict[str, Any]:
+    section = copy.deepcopy(_dict(path, value))
+    unknown = set(section) - MPI_JOB_KEYS
+    if unknown:
+        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(MPI_JOB_KEYS)}")
+    if "launcherCreationPolicy" in section:
+        _one_of(f"{path}.launcherCreationPolicy", section["launcherCreationPolicy"], LAUNCHER_CREATION_POLICIES)
+    if "mpiImplementation" in section:
+        _one_of(f"{path}.mpiImplementation", section["mpiImplementation"], MPI_IMPLEMENTATIONS)
+    mount = section.get("sshAuthMountPath")
+    if mount is not None and (not isinstance(mount, str) or not mount.startswith("/") or len(mount) > 4096):
+        raise BuildError(f"{path}.sshAuthMountPath must be an absolute path, got {mount!r:.200}")
+    if "runLauncherAsWorker" in section and not isinstance(section["runLauncherAsWorker"], bool):
+        raise BuildError(f"{path}.runLauncherAsWorker must be true or false, got {section['runLauncherAsWorker']!r}")
+    return section
 
 
 _PULL_POLICIES = ("Always", "IfNotPresent", "Never")

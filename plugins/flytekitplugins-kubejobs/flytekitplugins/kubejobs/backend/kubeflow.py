@@ -1,4 +1,5 @@
-"""PyTorchJob, TFJob and MPIJob specs from task_type_version 0 and 1 customs (Flyte's kfoperators plugins)."""
+"""PyTorchJob, TFJob and MPIJob specs from task_type_version 0 and 1 customs (Flyte's kfoperators plugins); the
+MPIJob as the Training Operator's v1 or the mpi-operator's v2beta1 (``mpi_operator``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from flyteidl.plugins import pytorch_pb2 as pytorch_v0
 from flyteidl.plugins import tensorflow_pb2 as tensorflow_v0
 from flyteidl.plugins.kubeflow import mpi_pb2, pytorch_pb2, tensorflow_pb2
 
+from ..wire.kinds import MPIJOB_V2BETA1
 from .builders import BuildContext, BuiltSpec, builds
 from .computetemplates import group_gpu_name, lay_template, resolve_template, split_idl
 from .decode import custom_dict, decode_custom
 from .errors import BuildError
 from .extension import apply_role_extension, apply_run_policy_extension, parse_extension
+from .mpi_operator import v2beta1_spec
 from .pods import build_pod, primary_container
 from .resources import apply_platform_defaults, idl_to_k8s, merge_resources
 
@@ -260,6 +263,7 @@ def _mpi(ctx: BuildContext) -> BuiltSpec:
                 c["args"], c["command"] = list(args), []
         slots = _check_slots(msg0.slots) or 1  # deviation: proto3 0 means unset; the operator needs >= 1
         run_policy = _run_policy(None, ext)
+        worker_command = bool(args)
     else:
         msg = decode_custom(custom, mpi_pb2.DistributedMPITrainingTask(), "mpi custom")
         _, launcher = _v1_role(ctx, msg, "Launcher", ext, master=True)
@@ -267,12 +271,14 @@ def _mpi(ctx: BuildContext) -> BuiltSpec:
         # deviation: Flyte ignores slots and always writes 1; the slots the mpirun line uses must match
         slots = _check_slots(msg.slots) or 1
         run_policy = _run_policy(msg, ext)
+        worker_command = msg.HasField("worker_replicas") and bool(msg.worker_replicas.command)
     if workers <= 0:
         raise BuildError("number of workers must be greater than 0")
-    return BuiltSpec(
-        {
-            "slotsPerWorker": slots,
-            "runPolicy": run_policy,
-            ctx.kind.replica_specs_key: {"Launcher": launcher, "Worker": worker},
-        }
-    )
+    spec = {
+        "slotsPerWorker": slots,
+        "runPolicy": run_policy,
+        ctx.kind.replica_specs_key: {"Launcher": launcher, "Worker": worker},
+    }
+    if ctx.kind is MPIJOB_V2BETA1:
+        return BuiltSpec(v2beta1_spec(spec, ext.get("mpiJob", {}), worker_command))
+    return BuiltSpec(spec)

@@ -131,12 +131,12 @@ def apply_queue(
     )
     if queue is None:
         return
-    kind = kind_of(obj["kind"])
+    kind = kind_of(obj["kind"], obj["apiVersion"])
     if kind is KINDS["mpi"]:
         raise BuildError(
             f"a kubeflow.org/v1 {kind.kind} cannot be queued in Kueue (LocalQueue {queue.name!r}): Kueue's MPIJob "
             "integration is the mpi-operator's kubeflow.org/v2beta1 MPIJob, so it would stay suspended; run mpi "
-            "tasks as TrainJobs (plugins.trainjob) to queue them"
+            "tasks as TrainJobs (plugins.trainjob) or as MPIJob v2beta1 (plugins.mpi.operator) to queue them"
         )
     labels = obj["metadata"].setdefault("labels", {})
     labels[QUEUE_LABEL] = queue.name

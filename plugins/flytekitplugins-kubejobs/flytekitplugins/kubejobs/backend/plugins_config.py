@@ -34,9 +34,11 @@ from ..k8sobjects import to_k8s_dict, to_k8s_list
 from ..wire.compute import TemplateSet
 from ..wire.extension import DEFAULT_GPU_RESOURCE_NAME
 from ..wire.fields import check_str, check_str_map
+from ..wire.kinds import KINDS, TRAINJOB, JobKind
 from ..wire.quantity import check_quantity
 from .kueue import KueueConfig
 from .logs import LogConfig
+from .mpi_operator import MpiOperatorConfig
 from .trainjob_config import TrainJobConfig
 
 if TYPE_CHECKING:
@@ -277,6 +279,8 @@ class BackendConfig:
     trainjob: TrainJobConfig = field(default_factory=TrainJobConfig)
     #: ``plugins.kueue``: the Kueue LocalQueue of jobs per namespace and task type (none by default).
     kueue: KueueConfig = field(default_factory=KueueConfig)
+    #: ``plugins.mpi``: the MPIJob ``mpi`` tasks become (the Training Operator's v1 by default).
+    mpi: MpiOperatorConfig = field(default_factory=MpiOperatorConfig)
     #: Directory holding the CRD schemas (``kubeflow.org_pytorchjobs.json``...); None: controller rules only.
     crd_dir: Optional[str] = None
     #: Cluster PodTemplates by name (``{"metadata": {...}, "spec": {...}}``, the object's ``template``), for
@@ -291,7 +295,7 @@ class BackendConfig:
     @classmethod
     def from_flyte_config(cls, plugins: Mapping[str, Any], crd_dir: Optional[str] = None) -> BackendConfig:
         """From the ``plugins:`` mapping of a FlytePropeller config (sections ``k8s``, ``ray``,
-        ``kf-operator``, ``logs``, and this backend's ``trainjob`` and ``kueue``)."""
+        ``kf-operator``, ``logs``, and this backend's ``trainjob``, ``kueue`` and ``mpi``)."""
         plugins = _section("plugins", plugins)
         logs = plugins.get("logs")
         return cls(
@@ -301,8 +305,23 @@ class BackendConfig:
             logs=LogConfig() if logs is None else LogConfig.from_flyte_config(dict(_section("plugins.logs", logs))),
             trainjob=TrainJobConfig.from_section(_section("plugins.trainjob", plugins.get("trainjob"))),
             kueue=KueueConfig.from_section(_section("plugins.kueue", plugins.get("kueue"))),
+            mpi=MpiOperatorConfig.from_section(_section("plugins.mpi", plugins.get("mpi"))),
             crd_dir=crd_dir,
         )
+
+    def __post_init__(self) -> None:
+        if self.mpi.operator == "v2beta1" and "mpi" in self.trainjob.task_types:
+            raise ValueError(
+                "plugins.mpi.operator v2beta1 and plugins.trainjob.task-types [mpi] both claim the mpi task type; "
+                "choose one target"
+            )
+
+    def target_kind(self, task_type: str) -> JobKind:
+        """The kind a task of ``task_type`` is built as: TrainJob (``plugins.trainjob``), the MPIJob of
+        ``plugins.mpi``, or the task type's entry of the kinds table; ``KeyError`` for an unknown task type."""
+        if task_type in self.trainjob.task_types:
+            return TRAINJOB
+        return self.mpi.kind if task_type == "mpi" else KINDS[task_type]
 
     @classmethod
     def from_yaml(cls, path_or_text: Union[str, Path], crd_dir: Optional[str] = None) -> BackendConfig:

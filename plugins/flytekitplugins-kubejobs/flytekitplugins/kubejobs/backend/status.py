@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, cast
 
-from ..wire.kinds import TRAINJOB, JobKind, StatusStyle, kind_of
+from ..wire.kinds import MPIJOB_V2BETA1, TRAINJOB, JobKind, StatusStyle, kind_of
 from .kueue import queued_message
 from .logs import LogConfig, LogInput, LogLink, TemplateLogPlugin, render_links, task_execution_variables
 
@@ -35,7 +35,16 @@ if TYPE_CHECKING:
 
     from .plugins_config import BackendConfig
 
-__all__ = ["MAX_LINKED_PODS_PER_ROLE", "PERMANENT_RAY_REASONS", "ErrorKind", "Phase", "PhaseInfo", "task_phase"]
+__all__ = [
+    "MAX_LINKED_PODS_PER_ROLE",
+    "PERMANENT_RAY_REASONS",
+    "ErrorKind",
+    "Phase",
+    "PhaseInfo",
+    "job_finished",
+    "pod_selector",
+    "task_phase",
+]
 
 #: Links are listed per pod; past this many pods of one role the rest are left out (a 2**31-replica
 #: garbage spec must not build two billion links; real jobs stay far below it).
@@ -188,7 +197,8 @@ def task_phase(
     ``config`` defaults to ``BackendConfig()``; ``metadata`` fills the task-execution template variables
     of log links; ``now`` (default: the current UTC time) drives the operator-stall timeout and the
     links' finish time; ``task_config`` (the task template's ``config``) selects dynamic log links;
-    ``pods`` (a TrainJob's pods, listed with ``trainjob_status.trainjob_pod_selector``) name its links.
+    ``pods`` (the pods of a kind whose pod names end in a random suffix, listed with ``pod_selector``) name
+    their links.
     Raises ``ValueError`` for an object that is not a supported kind or is malformed.
     """
     if config is None:
@@ -211,11 +221,12 @@ def task_phase(
 
         info = trainjob_phase(obj, config, metadata, now, task_config=task_config, pods=pods)
     else:
+        api_version = obj.get("apiVersion")
         try:
-            kind = kind_of(obj.get("kind"))  # type: ignore[arg-type]  # a non-str is refused the same way
+            kind = kind_of(obj.get("kind"), api_version if isinstance(api_version, str) else None)  # type: ignore[arg-type]
         except KeyError as e:
             raise ValueError(e.args[0]) from None
-        info = _PHASE_MAPPINGS[kind.status](_Obj(kind.kind, obj), kind, config, metadata, now, task_config)
+        info = _PHASE_MAPPINGS[kind.status](_Obj(kind.kind, obj), kind, config, metadata, now, task_config, pods)
     if info.phase is Phase.QUEUED:  # suspended or not started: say so when Kueue decides when it starts
         info = replace(info, message=queued_message(obj, info.message))
     return info
@@ -239,6 +250,54 @@ def _kubeflow_pods(job: _Obj, kind: JobKind) -> list[tuple[str, str]]:
     return pods
 
 
+def pod_selector(kind: JobKind, name: str) -> str:
+    """The label selector of the pods of job ``name`` whose names cannot be derived (``kind.lists_pods``): a
+    TrainJob's (JobSet's), an MPIJob v2beta1's launcher (a batch Job's pod)."""
+    if kind is MPIJOB_V2BETA1:
+        return f"{_MPI_JOB_NAME}={name},{_MPI_JOB_ROLE}=launcher"
+    from .trainjob_status import trainjob_pod_selector
+
+    return trainjob_pod_selector(name)
+
+
+def job_finished(obj: Mapping[str, Any]) -> bool:
+    """Whether a job has ended (a TrainJob ``Failed``/``Complete``, a Training Operator kind ``Succeeded``/
+    ``Failed``); never raises, on any shape.
+
+    >>> job_finished({"kind": "TrainJob", "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
+    True
+    >>> job_finished({"kind": "TrainJob", "status": {"conditions": [{"type": "Suspended", "status": "True"}]}})
+    False
+    """
+    from .trainjob_status import _ENDS
+
+    if not isinstance(obj, Mapping):
+        return False
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    ends = _ENDS if obj.get("kind") == TRAINJOB.kind else ("Succeeded", "Failed")
+    return isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") in ends and c.get("status") == "True" for c in conditions
+    )
+
+
+_MPI_JOB_NAME, _MPI_JOB_ROLE = "training.kubeflow.org/job-name", "training.kubeflow.org/job-role"
+
+
+def _launcher_pods(job: _Obj, pods: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The newest listed launcher pod of an MPIJob v2beta1 (its batch Job replaces a failed one)."""
+    found: list[tuple[str, str]] = []
+    for i, pod in enumerate(pods):
+        meta = _mapping(f"pods[{i}].metadata", _mapping(f"pods[{i}]", pod).get("metadata"))
+        labels = _mapping(f"pods[{i}].metadata.labels", meta.get("labels"))
+        if labels.get(_MPI_JOB_NAME) == job.name and labels.get(_MPI_JOB_ROLE) == "launcher":
+            created = meta.get("creationTimestamp")
+            found.append(
+                (created if isinstance(created, str) else "", _string(f"pods[{i}].metadata.name", meta.get("name")))
+            )
+    return [max(found)[1]] if found else []
+
+
 def _kubeflow_phase(
     job: _Obj,
     kind: JobKind,
@@ -246,12 +305,15 @@ def _kubeflow_phase(
     metadata: TaskExecutionMetadata | None,
     now: datetime,
     task_config: Mapping[str, str] | None,
+    pods: Sequence[Mapping[str, Any]] = (),
 ) -> PhaseInfo:
     execution = task_execution_variables(metadata, job.name)
     namespace = job.namespace or (metadata.namespace if metadata is not None else "")
+    linked = _kubeflow_pods(job, kind)
+    if kind is MPIJOB_V2BETA1:  # the launcher runs mpirun: its log is the job's output
+        linked = [(pod, "launcher") for pod in _launcher_pods(job, pods)] + linked
     inputs = [
-        LogInput(pod, namespace, kind.container, log_name, job.created, now, execution)
-        for pod, log_name in _kubeflow_pods(job, kind)
+        LogInput(pod, namespace, kind.container, log_name, job.created, now, execution) for pod, log_name in linked
     ]
     logs = render_links(config.logs, *inputs, task_config=task_config)
     started = _time(f"{job.kind}.status.startTime", job.status.get("startTime"))
@@ -345,6 +407,7 @@ def _ray_phase(
     metadata: TaskExecutionMetadata | None,
     now: datetime,
     task_config: Mapping[str, str] | None,
+    pods: Sequence[Mapping[str, Any]] = (),
 ) -> PhaseInfo:
     status = job.status
     path = f"{job.kind}.status"

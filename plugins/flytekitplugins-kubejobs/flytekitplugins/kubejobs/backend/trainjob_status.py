@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .plugins_config import BackendConfig
 
-__all__ = ["PERMANENT_TRAINJOB_REASONS", "trainjob_finished", "trainjob_phase", "trainjob_pod_selector"]
+__all__ = ["PERMANENT_TRAINJOB_REASONS", "trainjob_phase", "trainjob_pod_selector"]
 
 #: ``Failed`` reasons after which another attempt of the same spec cannot succeed.
 PERMANENT_TRAINJOB_REASONS = frozenset({"DeadlineExceeded", "TrainingRuntimeNotSupported"})
@@ -43,21 +43,6 @@ def trainjob_pod_selector(name: str) -> str:
 
 #: The conditions that end a TrainJob, in the order they are looked up (metav1.Condition keeps one per type).
 _ENDS = ("Failed", "Complete")
-
-
-def trainjob_finished(obj: Mapping[str, Any]) -> bool:
-    """Whether the TrainJob has ended (``Failed`` or ``Complete`` is True); never raises, on any shape.
-
-    >>> trainjob_finished({"status": {"conditions": [{"type": "Complete", "status": "True"}]}})
-    True
-    >>> trainjob_finished({"status": {"conditions": [{"type": "Suspended", "status": "True"}]}})
-    False
-    """
-    status = obj.get("status") if isinstance(obj, Mapping) else None
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
-    return isinstance(conditions, list) and any(
-        isinstance(c, Mapping) and c.get("type") in _ENDS and c.get("status") == "True" for c in conditions
-    )
 
 
 def _int(path: str, value: object) -> int:

@@ -255,7 +255,7 @@ class JobCache:
     ):
         self.client, self.selector, self.max_objects = client, selector, max_objects
         self.allowed, self.max_informers, self.idle_timeout, self.clock = allowed, max_informers, idle_timeout, clock
-        self._informers: dict[tuple[str, str], Informer] = {}
+        self._informers: dict[tuple[str, str, str, str], Informer] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._reaper: Optional[threading.Thread] = None
@@ -265,7 +265,7 @@ class JobCache:
         is not one the connector serves, when ``max_informers`` run already, or once the cache is closed."""
         if not self.allowed(namespace):
             return None
-        key = (kind.plural, namespace)
+        key = (kind.group, kind.version, kind.plural, namespace)  # v1 and v2beta1 MPIJobs share a plural
         with self._lock:
             found = self._informers.get(key)
             if found is None:

@@ -25,7 +25,7 @@ from flyteidl.core.execution_pb2 import TaskExecution
 from flytekit.exceptions.system import FlyteConnectorNotFound
 from flytekit.extend.backend.base_connector import AsyncConnectorBase, ConnectorRegistry, Resource, ResourceMeta
 
-from ..wire.kinds import KINDS, TRAINJOB, TRAINJOB_TASK_TYPES, JobKind, kind_of
+from ..wire.kinds import KINDS, MPIJOB_V2BETA1, TRAINJOB, TRAINJOB_TASK_TYPES, JobKind, kind_of
 from .errors import ForeignObjectError, TaskRefused
 
 if TYPE_CHECKING:
@@ -148,9 +148,13 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             raise ValueError(f"KubeJobConnector.task_type must be one of {sorted(KINDS)}, got {task_type!r}")
         super().__init__(task_type_name=task_type, task_type_version=task_type_version, metadata_type=KubeJobMetadata)
         self.kind = KINDS[task_type]
-        #: The kinds this connector creates and so may read and delete: its task type's, and TrainJob where the
-        #: backend may target the Trainer instead (``plugins.trainjob``).
-        self.kinds: tuple[JobKind, ...] = (self.kind, TRAINJOB) if task_type in TRAINJOB_TASK_TYPES else (self.kind,)
+        #: The kinds this connector creates and so may read and delete: its task type's, and those the backend may
+        #: target instead (TrainJob, ``plugins.trainjob``; MPIJob v2beta1, ``plugins.mpi``).
+        self.kinds: tuple[JobKind, ...] = (
+            self.kind,
+            *((TRAINJOB,) if task_type in TRAINJOB_TASK_TYPES else ()),
+            *((MPIJOB_V2BETA1,) if task_type == MPIJOB_V2BETA1.task_type else ()),
+        )
 
     async def create(
         self,
@@ -203,9 +207,10 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
         template_pb, meta_pb = task_template.to_flyte_idl(), task_execution_metadata.to_flyte_idl()
         pods = (template_pb.container, template_pb.k8s_pod, template_pb.custom, meta_pb.overrides.pod_template)
         found = placeholders.found_placeholders(b"".join(part.SerializeToString() for part in pods))
-        template_vars = placeholders.values(found, output_prefix, inputs, object_name_for(template_pb, meta_pb))
-        obj = build_object(template_pb, meta_pb, await rt.config_for(template_pb), template_vars=template_vars)
-        kind = kind_of(obj["kind"])  # the task type's v1 kind, or the TrainJob the backend targets instead
+        config = await rt.config_for(template_pb)
+        template_vars = placeholders.values(found, output_prefix, inputs, object_name_for(template_pb, meta_pb, config))
+        obj = build_object(template_pb, meta_pb, config, template_vars=template_vars)
+        kind = kind_of(obj["kind"], obj["apiVersion"])  # the task type's kind, or the one the backend targets instead
         metadata = obj["metadata"]
         namespace = rt.check_namespace(metadata.get("namespace") or meta_pb.namespace or "default")
         violations = pod_security_violations(obj, rt.settings.pod_security)
@@ -317,7 +322,7 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
             )
             return Resource(phase=TaskExecution.RETRYABLE_FAILED, message=message)
         task_config = json.loads(resource_meta.task_config) if resource_meta.task_config else None
-        pods = await _trainjob_pods(rt, ns, name, obj) if kind is TRAINJOB else []
+        pods = await _listed_pods(rt, kind, ns, name, obj) if kind.lists_pods else []
         try:
             info = task_phase(obj, rt.backend, meta_pb, datetime.now(timezone.utc), task_config=task_config, pods=pods)
         except ValueError as err:  # a malformed object fails this call only, with a message that names it
@@ -363,15 +368,18 @@ class KubeJobConnector(AsyncConnectorBase):  # type: ignore[misc]
                 log.warning("not deleting %s %s/%s: the name is held by another object now", kind.kind, ns, name)
 
 
-async def _trainjob_pods(rt: Runtime, namespace: str, name: str, obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pods of a TrainJob, for its log links; none (and a warning) where the connector may not list pods.
-    Listed once per state of the TrainJob (``Runtime.pod_lists``), not on every ``get``.
+async def _listed_pods(
+    rt: Runtime, kind: JobKind, namespace: str, name: str, obj: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The pods of a job whose pod names cannot be derived (``kind.lists_pods``: a TrainJob's, an MPIJob
+    v2beta1's launcher), for its log links; none (and a warning) where the connector may not list pods.
+    Listed once per state of the job (``Runtime.pod_lists``), not on every ``get``.
 
-    When the TrainJob has ended, the pods listed before are kept beside the ones still there: JobSet deletes
-    the child Jobs still running at the end (an MPI job's nodes once its launcher is done), and the user wants
-    the links of every rank that ran (a log backend keeps their logs). The backend links the newest pod of each
+    When the job has ended, the pods listed before are kept beside the ones still there: JobSet deletes the
+    child Jobs still running at the end (an MPI job's nodes once its launcher is done), and the user wants the
+    links of every rank that ran (a log backend keeps their logs). The backend links the newest pod of each
     rank, so a pod replaced earlier is not linked twice."""
-    from ..backend.trainjob_status import trainjob_finished, trainjob_pod_selector
+    from ..backend.status import job_finished, pod_selector
     from .errors import Forbidden
 
     meta = obj.get("metadata") or {}
@@ -380,11 +388,11 @@ async def _trainjob_pods(rt: Runtime, namespace: str, name: str, obj: dict[str, 
     if cached is not None:
         return cached
     try:
-        pods = await rt.client.list_pods(namespace, trainjob_pod_selector(name))
+        pods = await rt.client.list_pods(namespace, pod_selector(kind, name))
     except Forbidden as err:
-        log.warning("no log links for TrainJob %s/%s: listing its pods is not allowed (%s)", namespace, name, err)
+        log.warning("no log links for %s %s/%s: listing its pods is not allowed (%s)", kind.kind, namespace, name, err)
         return []  # not kept: a grant added later gives links at the next get
-    if trainjob_finished(obj):
+    if job_finished(obj):
         listed = {(p.get("metadata") or {}).get("name") for p in pods}
         pods = [*pods, *(p for p in rt.pod_lists.last(key) if (p.get("metadata") or {}).get("name") not in listed)]
     rt.pod_lists.put(key, version, pods, time.monotonic())

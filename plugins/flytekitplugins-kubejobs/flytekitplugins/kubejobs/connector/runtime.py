@@ -77,20 +77,28 @@ class Runtime:
         return namespace
 
     async def build_config(self) -> BackendConfig:
-        """The configuration objects are built with: ``backend`` with ``plugins.trainjob`` ``task-types: auto``
-        decided by API discovery on first use, then kept for the process (restart the connector after
-        installing or removing an operator)."""
+        """The configuration objects are built with: ``backend`` with ``auto`` targets (``plugins.trainjob``
+        ``task-types``, ``plugins.mpi`` ``operator``) decided by API discovery on first use, then kept for the
+        process (restart the connector after installing or removing an operator). An MPIJob v2beta1 the
+        cluster serves wins over a TrainJob for ``mpi`` tasks (the platform installed that operator for them)."""
         if self._build_config is None:
-            trainjob = self.backend.trainjob
-            if trainjob.auto:
+            trainjob, mpi = self.backend.trainjob, self.backend.mpi
+            if trainjob.auto or mpi.operator == "auto":
                 from dataclasses import replace
 
                 from ..wire.kinds import ENGINE_KINDS, KINDS
 
                 versions = {(k.group, k.version) for k in (*KINDS.values(), *ENGINE_KINDS)}
-                served = {gv: await self.client.api_resources(*gv) for gv in sorted(versions)}
-                resolved = trainjob.resolve(lambda group, version, plural: plural in served[(group, version)])
-                self._build_config = replace(self.backend, trainjob=resolved)
+                listed = {gv: await self.client.api_resources(*gv) for gv in sorted(versions)}
+
+                def served(group: str, version: str, plural: str) -> bool:
+                    return plural in listed[(group, version)]
+
+                mpi = mpi.resolve(served)
+                trainjob = trainjob.resolve(served)
+                if mpi.operator == "v2beta1" and "mpi" in trainjob.task_types:
+                    trainjob = replace(trainjob, task_types=trainjob.task_types - {"mpi"})
+                self._build_config = replace(self.backend, trainjob=trainjob, mpi=mpi)
             else:
                 self._build_config = self.backend
         return self._build_config

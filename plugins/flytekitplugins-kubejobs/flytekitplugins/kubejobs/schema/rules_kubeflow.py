@@ -9,18 +9,31 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..wire.kinds import KINDS
+from ..wire.kinds import KINDS, MPIJOB_V2BETA1
 from .problems import describe_value
 from .rules_common import Path, Report, as_dict, check_metadata, check_one_of, check_pod_template, is_int
 
-__all__ = ["KUBEFLOW_RULES", "REPLICA_RESTART_POLICIES", "CLEAN_POD_POLICIES", "MANAGED_BY"]
+__all__ = [
+    "CLEAN_POD_POLICIES",
+    "KUBEFLOW_RULES",
+    "LAUNCHER_CREATION_POLICIES",
+    "MANAGED_BY",
+    "MPI_IMPLEMENTATIONS",
+    "MPI_OPERATOR_MANAGED_BY",
+    "REPLICA_RESTART_POLICIES",
+]
 
 REPLICA_RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
 CLEAN_POD_POLICIES = ("None", "Running", "All", "")
 MANAGED_BY = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2")
 NPROC_WORDS = ("auto", "cpu", "gpu")
-_PYTORCH, _TF, _MPI = KINDS["pytorch"], KINDS["tensorflow"], KINDS["mpi"]
+_PYTORCH, _TF, _MPI, _MPI_V2 = KINDS["pytorch"], KINDS["tensorflow"], KINDS["mpi"], MPIJOB_V2BETA1
+#: MPIJob v2beta1 (mpi-operator v0.8.0): when the launcher starts, which MPI the hostfile is written for, and
+#: who reconciles the job.
+LAUNCHER_CREATION_POLICIES = ("AtStartup", "WaitForWorkersReady")
+MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")
+MPI_OPERATOR_MANAGED_BY = ("kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue")
 
 
 def _replica_specs(report: Report, spec: Mapping[str, Any], field: str) -> Mapping[str, Any]:
@@ -172,18 +185,31 @@ def check_mpijob_v1(obj: Mapping[str, Any], report: Report) -> None:
 
 
 def check_mpijob_v2beta1(obj: Mapping[str, Any], report: Report) -> None:
-    check_metadata(report, obj, dns1035=True, max_length=_MPI.max_name_length)
+    """The mpi-operator's ``ValidateMPIJob`` (after its defaulting): it has no webhook, so a job it refuses
+    would only get a warning event and never start."""
+    check_metadata(report, obj, dns1035=True, max_length=_MPI_V2.max_name_length)
     spec = as_dict(obj.get("spec"))
     policy = as_dict(spec.get("runPolicy"))
     check_one_of(
         report, ("spec", "runPolicy", "cleanPodPolicy"), policy.get("cleanPodPolicy"), ("None", "Running", "All")
     )
+    check_one_of(report, ("spec", "runPolicy", "managedBy"), policy.get("managedBy"), MPI_OPERATOR_MANAGED_BY)
+    for field in ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit"):
+        value = policy.get(field)
+        if is_int(value) and value < 0:
+            report.add(("spec", "runPolicy", field), f"must be >= 0, got {value}")
     check_one_of(
-        report,
-        ("spec", "launcherCreationPolicy"),
-        spec.get("launcherCreationPolicy"),
-        ("AtStartup", "WaitForWorkersReady"),
+        report, ("spec", "launcherCreationPolicy"), spec.get("launcherCreationPolicy"), LAUNCHER_CREATION_POLICIES
     )
+    check_one_of(report, ("spec", "mpiImplementation"), spec.get("mpiImplementation"), MPI_IMPLEMENTATIONS)
+    if spec.get("sshAuthMountPath") == "":
+        report.add(("spec", "sshAuthMountPath"), "must not be empty (the SSH keys are mounted there)")
+    workers = as_dict(as_dict(spec.get(_MPI_V2.replica_specs_key)).get("Worker")).get("replicas")
+    name = as_dict(obj.get("metadata")).get("name")
+    if isinstance(name, str) and is_int(workers) and workers > 0:
+        hostname = f"{name}-worker-{workers - 1}"
+        if len(hostname) > 63:
+            report.add(("metadata", "name"), f"the last worker's hostname {hostname!r} would exceed 63 characters")
     for rtype, path, raw in _mpi_replica_specs(report, spec):
         rspec = as_dict(raw)
         check_one_of(report, (*path, "restartPolicy"), rspec.get("restartPolicy"), ("Never", "OnFailure"))
@@ -203,5 +229,5 @@ KUBEFLOW_RULES: dict[tuple[str, str, str], Callable[[Mapping[str, Any], Report],
     _PYTORCH.schema_key: check_pytorchjob,
     _TF.schema_key: check_tfjob,
     _MPI.schema_key: check_mpijob_v1,
-    (_MPI.group, "v2beta1", _MPI.kind): check_mpijob_v2beta1,  # mpi-operator v2, validated offline only
+    _MPI_V2.schema_key: check_mpijob_v2beta1,
 }

@@ -40,15 +40,20 @@ translating them::
         "submitterPodTemplate": {"spec": {"containers": [{"resources": {"limits": {"cpu": "500m"}}}]}},
         "clusterSelector": {"ray.io/cluster": "shared"},   # run on that RayCluster: no rayClusterSpec
         "rayClusterSpec": {"autoscalerOptions": {"version": "v2", "imagePullPolicy": "IfNotPresent"}}
+      },
+      "mpiJob": {                            # MPIJob v2beta1 (the mpi-operator) fields the v1 MPIJob lacks
+        "launcherCreationPolicy": "WaitForWorkersReady", "sshAuthMountPath": "/home/mpiuser/.ssh",
+        "mpiImplementation": "OpenMPI", "runLauncherAsWorker": false
       }
     }
 
 Which sections a kind honours is ``JobKind.extension_sections`` (``wire.kinds``): the Training Operator
 kinds take ``replicaSpecs``, ``runPolicy`` and ``queue``; a RayJob ``queue``, ``rayGroups`` and ``rayJob`` (its
 groups carry pod settings in their ``k8s_pod``), so a Ray custom with ``replicaSpecs`` or ``runPolicy`` under the
-key is refused. ``rayJob`` values are copied into the RayJob spec as written; ``submitterPodTemplate`` may hold
-only the submitter container's ``resources`` and ``rayClusterSpec`` only the ``autoscalerOptions`` keys of
-``RAY_AUTOSCALER_KEYS`` (what flyteidl's AutoscalerOptions lacks); the backend refuses anything else.
+key is refused; only the mpi-operator's MPIJob v2beta1 takes ``mpiJob`` (a v1 MPIJob refuses it). ``rayJob``
+values are copied into the RayJob spec as written; ``submitterPodTemplate`` may hold only the submitter
+container's ``resources`` and ``rayClusterSpec`` only the ``autoscalerOptions`` keys of ``RAY_AUTOSCALER_KEYS``
+(what flyteidl's AutoscalerOptions lacks); the backend refuses anything else.
 
 ``computeTemplate`` names a template stored in the cluster (``wire.compute``): this project's connector
 resolves it at create time with the precedence of ``ComputeTemplate`` objects (pod template < template <
@@ -68,6 +73,7 @@ __all__ = [
     "EXTENSION_KEY",
     "EXTENSION_VERSION",
     "IDL_RESOURCE_NAMES",
+    "MPI_JOB_KEYS",
     "QUEUE_KEYS",
     "RAY_AUTOSCALER_KEYS",
     "RAY_GROUP_KEYS",
@@ -76,6 +82,7 @@ __all__ = [
     "RUN_POLICY_KEYS",
     "SECTIONS",
     "Extension",
+    "MpiJobExtension",
     "QueueExtension",
     "RayGroupExtension",
     "RayGroupsExtension",
@@ -162,6 +169,13 @@ class RayJobExtension(TypedDict, total=False):
     rayClusterSpec: RayClusterSpecExtension
 
 
+class MpiJobExtension(TypedDict, total=False):
+    launcherCreationPolicy: str
+    sshAuthMountPath: str
+    mpiImplementation: str
+    runLauncherAsWorker: bool
+
+
 class Extension(TypedDict, total=False):
     version: int
     replicaSpecs: dict[str, RoleExtension]
@@ -169,6 +183,7 @@ class Extension(TypedDict, total=False):
     queue: QueueExtension
     rayGroups: RayGroupsExtension
     rayJob: RayJobExtension
+    mpiJob: MpiJobExtension
 
 
 #: The keys each part may hold; the backend refuses any other.
@@ -178,4 +193,5 @@ QUEUE_KEYS = frozenset(QueueExtension.__annotations__)
 RAY_GROUP_KEYS = frozenset(RayGroupExtension.__annotations__)
 RAY_JOB_KEYS = frozenset(RayJobExtension.__annotations__)
 RAY_AUTOSCALER_KEYS = frozenset(RayAutoscalerExtension.__annotations__)
+MPI_JOB_KEYS = frozenset(MpiJobExtension.__annotations__)
 SECTIONS = frozenset(Extension.__annotations__) - {"version"}

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 __all__ = [
     "ENGINE_KINDS",
     "KINDS",
+    "MPIJOB_V2BETA1",
     "TRAINJOB",
     "TRAINJOB_TASK_TYPES",
     "JobKind",
@@ -222,23 +223,49 @@ TRAINJOB = JobKind(
 )
 #: The task types a TrainJob can run (TensorFlow has no Trainer v2 runtime upstream; Ray is KubeRay's).
 TRAINJOB_TASK_TYPES = ("pytorch", "mpi")
+
+#: The mpi-operator's MPIJob (``kubeflow.org/v2beta1``): the second target of the ``mpi`` task type (the backend's
+#: ``plugins.mpi.operator`` setting). Same group, kind and plural as the Training Operator's v1 MPIJob (one
+#: cluster serves one of them). Its name limit keeps ``<name>-worker-<index>`` a DNS-1035 label (the operator
+#: refuses the job otherwise); the launcher is a batch Job whose pod name ends in a random suffix.
+MPIJOB_V2BETA1 = JobKind(
+    "mpi",
+    "kubeflow.org",
+    "v2beta1",
+    "MPIJob",
+    "mpijobs",
+    50,
+    StatusStyle.CONDITIONS,
+    container="mpi",
+    task_type_versions=(0, 1),
+    replica_specs_key="mpiReplicaSpecs",
+    roles=(Role("Launcher", "launcher_replicas"), Role("Worker", "worker_replicas")),
+    linked_roles=(LinkedRole("Worker"),),
+    extension_sections=frozenset({"replicaSpecs", "runPolicy", "queue", "mpiJob"}),
+    lists_pods=True,
+)
 #: The kinds that are an alternative target of a task type (the connector creates, reads and watches them too).
-ENGINE_KINDS: tuple[JobKind, ...] = (TRAINJOB,)
+ENGINE_KINDS: tuple[JobKind, ...] = (TRAINJOB, MPIJOB_V2BETA1)
 
 
-def kind_of(kind: str) -> JobKind:
-    """The entry whose Kubernetes kind is ``kind`` (KINDS, then ENGINE_KINDS); ``KeyError`` naming the known
-    kinds otherwise."""
+def kind_of(kind: str, api_version: str | None = None) -> JobKind:
+    """The entry whose Kubernetes kind is ``kind`` (and apiVersion ``api_version`` when given: two entries are
+    MPIJobs), KINDS first; ``KeyError`` naming the known kinds otherwise.
+
+    >>> kind_of("MPIJob", "kubeflow.org/v2beta1").version
+    'v2beta1'
+    """
     known = (*KINDS.values(), *ENGINE_KINDS)
     for entry in known:
-        if entry.kind == kind:
+        if entry.kind == kind and api_version in (None, entry.api_version):
             return entry
-    raise KeyError(f"kind must be one of {sorted(k.kind for k in known)}, got {kind!r:.200}")
+    names = sorted({f"{k.api_version} {k.kind}" for k in known})
+    raise KeyError(f"kind must be one of {names}, got {api_version!r:.100} {kind!r:.200}")
 
 
-def kind_for_resource(group: str, plural: str) -> JobKind:
-    """The entry served as ``<plural>.<group>``; ``KeyError`` otherwise."""
+def kind_for_resource(group: str, plural: str, version: str | None = None) -> JobKind:
+    """The entry served as ``<plural>.<group>`` (of ``version`` when given); ``KeyError`` otherwise."""
     for entry in (*KINDS.values(), *ENGINE_KINDS):
-        if entry.group == group and entry.plural == plural:
+        if entry.group == group and entry.plural == plural and version in (None, entry.version):
             return entry
     raise KeyError(f"unknown resource {plural}.{group}")

@@ -73,7 +73,7 @@ def _pods(k8s: Any, namespace: str, name: str) -> dict[str, str]:
     """The job's pods as the operator labelled them: name -> role (``launcher`` or ``worker``)."""
     from kubernetes import client
 
-    listed = client.CoreV1Api(k8s).list_namespaced_pod(
+    listed: Any = client.CoreV1Api(k8s).list_namespaced_pod(
         namespace, label_selector=f"training.kubeflow.org/job-name={name}"
     )
     return {p.metadata.name: p.metadata.labels["training.kubeflow.org/job-role"] for p in listed.items}

@@ -207,7 +207,7 @@ def _running_head_pod(k8s: Any, namespace: str, cluster: str, timeout: int = 120
 
     core = client.CoreV1Api(k8s)
     selector = f"ray.io/cluster={cluster},ray.io/node-type=head"
-    listed = core.list_namespaced_pod(namespace, label_selector=selector)
+    listed: Any = core.list_namespaced_pod(namespace, label_selector=selector)
     for pod in listed.items:
         if pod.status.phase == "Running":
             return pod

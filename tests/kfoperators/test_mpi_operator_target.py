@@ -13,7 +13,6 @@ from flyteidl.admin.agent_pb2 import TaskExecutionMetadata
 from flytekit import task
 from flytekitplugins.kfoperators import (
     HorovodJob,
-    Launcher,
     MPIJob,
     MPIOperatorOptions,
     RestartPolicy,
@@ -112,7 +111,7 @@ def test_bad_options_fail_at_construction_naming_the_field(kwargs: dict[str, Any
 
 
 def test_the_options_field_takes_options_only() -> None:
-    with pytest.raises(TypeError, match="MPIJob.mpi_operator must be an MPIOperatorOptions"):
+    with pytest.raises(TypeError, match=r"MPIJob\.mpi_operator must be an MPIOperatorOptions"):
         MPIJob(worker=Worker(replicas=1), mpi_operator={"mpiImplementation": "MPICH"})  # type: ignore[arg-type]
 
 
@@ -197,7 +196,7 @@ def test_status_and_links_of_an_mpijob_v2beta1(register: Register, crd_dir: Path
         f"k/{name}-worker-0",
         f"k/{name}-worker-1",
     ]
-    assert [link.name for link in running.logs][0] == "Kubernetes Logslauncher"
+    assert running.logs[0].name == "Kubernetes Logslauncher"
     done = task_phase({**obj, "status": _status(("Succeeded", "MPIJobSucceeded"))}, config)
     assert done.phase is Phase.SUCCEEDED and [link.uri for link in done.logs] == [
         f"k/{name}-worker-0",

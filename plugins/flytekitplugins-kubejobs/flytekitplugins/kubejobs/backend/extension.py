@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Optional
 
 from ..schema.rules_kubeflow import LAUNCHER_CREATION_POLICIES, MPI_IMPLEMENTATIONS
@@ -46,6 +46,15 @@ def _dict(path: str, value: object) -> dict[str, Any]:
     return dict(value)
 
 
+def _section(path: str, value: object, known: Collection[str]) -> dict[str, Any]:
+    """A deep copy of the object ``value``, which may hold only the keys ``known``."""
+    section = copy.deepcopy(_dict(path, value))
+    unknown = set(section) - set(known)
+    if unknown:
+        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(known)}")
+    return section
+
+
 def _list_of_dicts(path: str, value: object, *, named: bool = False) -> list[dict[str, Any]]:
     if not isinstance(value, list):
         raise BuildError(f"{path} must be a list, got {value!r}")
@@ -67,10 +76,7 @@ def _str_map(path: str, value: object) -> dict[str, str]:
 
 
 def _role(path: str, value: object) -> dict[str, Any]:
-    spec = copy.deepcopy(_dict(path, value))
-    unknown = set(spec) - ROLE_KEYS
-    if unknown:
-        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(ROLE_KEYS)}")
+    spec = _section(path, value, ROLE_KEYS)
     if "nodeSelector" in spec:
         _str_map(f"{path}.nodeSelector", spec["nodeSelector"])
     for key in ("tolerations", "volumeMounts"):
@@ -110,11 +116,8 @@ def _template_name(path: str, value: object) -> None:
 
 
 def _ray_group(path: str, value: object, *, head: bool = False) -> dict[str, Any]:
-    group = copy.deepcopy(_dict(path, value))
     keys = RAY_GROUP_KEYS - {"idleTimeoutSeconds"} if head else RAY_GROUP_KEYS  # the head is never scaled down
-    unknown = set(group) - keys
-    if unknown:
-        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(keys)}")
+    group = _section(path, value, keys)
     if "explicitResources" in group and "computeTemplate" not in group:
         raise BuildError(f"{path}.explicitResources needs a computeTemplate (they only qualify one)")
     if not group:
@@ -193,10 +196,7 @@ def parse_extension(custom: Mapping[str, Any], kind: JobKind) -> dict[str, Any]:
 
 
 def _mpi_job(path: str, value: object) -> dict[str, Any]:
-    section = copy.deepcopy(_dict(path, value))
-    unknown = set(section) - MPI_JOB_KEYS
-    if unknown:
-        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(MPI_JOB_KEYS)}")
+    section = _section(path, value, MPI_JOB_KEYS)
     if "launcherCreationPolicy" in section:
         _one_of(f"{path}.launcherCreationPolicy", section["launcherCreationPolicy"], LAUNCHER_CREATION_POLICIES)
     if "mpiImplementation" in section:
@@ -232,10 +232,7 @@ def _one_of(path: str, value: object, allowed: tuple[str, ...]) -> str:
 
 
 def _deletion_strategy(path: str, value: object) -> dict[str, Any]:
-    strategy = copy.deepcopy(_dict(path, value))
-    unknown = set(strategy) - set(_DELETION_KEYS)
-    if unknown:
-        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(_DELETION_KEYS)}")
+    strategy = _section(path, value, _DELETION_KEYS)
     policies = [
         (f"{path}.{side}.policy", _dict(f"{path}.{side}", strategy[side]).get("policy"))
         for side in ("onSuccess", "onFailure")
@@ -360,10 +357,7 @@ def _ray_job(path: str, value: object) -> dict[str, Any]:
 
 
 def _queue(path: str, value: object) -> dict[str, str]:
-    queue = _dict(path, value)
-    unknown = set(queue) - QUEUE_KEYS
-    if unknown:
-        raise BuildError(f"{path} has unknown keys {sorted(unknown)}; known: {sorted(QUEUE_KEYS)}")
+    queue = _section(path, value, QUEUE_KEYS)
     try:
         check_dns_label(f"{path}.name", queue.get("name"))
         if "priorityClass" in queue:

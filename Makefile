@@ -53,8 +53,10 @@ $(VENV)/.setup-done: requirements.lock $(foreach p,$(PLUGINS),$(p)/pyproject.tom
 	$(UV) check
 	touch $@
 
+# worksteal: an idle worker takes tests queued on a busy one (with the default `load`, the first batch hands
+# each worker a run of consecutive tests, so all of tests/e2e queued on one worker and the others idled at the end).
 test: setup
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -q
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal -q
 
 # mypy's cache outside the clone: a fresh clone reuses it (mypy checks each file's hash), 1 min -> seconds.
 lint: export MYPY_CACHE_DIR = $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubejobs/mypy

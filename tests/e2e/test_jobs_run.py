@@ -159,8 +159,9 @@ def ray_config(**settings: Any) -> RayJobConfig:
 
 def test_rayjob_whose_submission_fails_is_a_permanent_failure(k8s: Any, namespace: str) -> None:
     # KubeRay reads a Ray job's own result from the head's dashboard, which a simulated pod does not serve;
-    # what the operator decides without it is the submitter Job's failure (its pods fail here).
-    obj = built(ray_config(), namespace, "ray-fail", "fail")
+    # what the operator decides without it is the submitter Job's failure (its pods fail here). One pod try
+    # (KubeRay's default, 2 retries, is run over gRPC in test_served_connector.py).
+    obj = built(ray_config(submitter_backoff_limit=0), namespace, "ray-fail", "fail")
     statuses, phases = watch_until_terminal(k8s, obj, timeout=180)
     trail = [(s.get("jobDeploymentStatus"), s.get("reason")) for s in statuses]
     print(json.dumps({"job": "RayJob", "outcome": "fail", "statuses": trail}))

@@ -108,7 +108,9 @@ def test_http_mode_submits_without_a_submitter_job(k8s: Any, namespace: str) -> 
 
 
 def test_backoff_limit_retries_a_failed_submission_on_a_new_cluster(k8s: Any, namespace: str) -> None:
-    obj = built(ray_config(backoff_limit=1), namespace, "ray-retry", "fail")
+    # One try per submitter Job (KubeRay's default of 2 pod retries adds the Job controller's 10 s + 20 s back-off
+    # to each try): the retry under test is the RayJob's own, on a new cluster.
+    obj = built(ray_config(backoff_limit=1, submitter_backoff_limit=0), namespace, "ray-retry", "fail")
     statuses, phases = watch_until_terminal(k8s, obj, timeout=300)
     trail = _trail(statuses)
     print(json.dumps({"job": "RayJob", "backoffLimit": 1, "statuses": trail}))
@@ -125,7 +127,10 @@ def test_deletion_rule_deletes_the_cluster_and_keeps_the_rayjob(k8s: Any, namesp
 
     strategy = DeletionStrategy(rules=[DeletionRule("DeleteCluster", job_deployment_status="Failed", ttl_seconds=0)])
     obj = built(
-        ray_config(shutdown_after_job_finishes=False, deletion_strategy=strategy), namespace, "ray-delete", "fail"
+        ray_config(shutdown_after_job_finishes=False, deletion_strategy=strategy, submitter_backoff_limit=0),
+        namespace,
+        "ray-delete",
+        "fail",
     )
     assert obj["spec"]["shutdownAfterJobFinishes"] is False
     statuses, phases = watch_until_terminal(k8s, obj, timeout=180)
@@ -151,7 +156,8 @@ def test_cluster_selector_runs_on_the_existing_cluster_and_creates_none(k8s: Any
     spec = built(ray_config(), namespace, "ray-shared", "")["spec"]["rayClusterSpec"]
     shared = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "shared-e2e"}, "spec": spec}
     api.create_namespaced_custom_object("ray.io", "v1", namespace, "rayclusters", shared)
-    obj = built(RayJobConfig([], cluster_selector="shared-e2e"), namespace, "ray-on-shared", "fail")
+    config = RayJobConfig([], cluster_selector="shared-e2e", submitter_backoff_limit=0)  # one submission try
+    obj = built(config, namespace, "ray-on-shared", "fail")
     assert "rayClusterSpec" not in obj["spec"]
     statuses, phases = watch_until_terminal(k8s, obj, timeout=240)
     trail = _trail(statuses)

@@ -26,11 +26,11 @@ READMES = {
 def test_what_passes_with_the_official_plugins_passes_with_ours(group: str, tmp_path: Path) -> None:
     official = suites.official_results(tmp_path / "official", group)
     ours = suites.run(suites.layout(tmp_path / "ours", ours=True), group)
-    files = suites.GROUPS[group]
-    assert official and all(test_id.split("::")[0] in files for test_id in official)
+    selection = suites.GROUPS[group]
+    assert official and all(selection.selects(test_id) for test_id in official)
     passed = {t for t, outcome in official.items() if outcome == "passed"}
     regressions = sorted(t for t in passed if ours.get(t) != "passed" and t not in DELIBERATE)
-    listed = {t for t in DELIBERATE if t.split("::")[0] in files}
+    listed = {t for t in DELIBERATE if selection.selects(t)}
     stale = sorted(t for t in listed if ours.get(t) == "passed" or t not in passed)
     print(  # the numbers, in the -rA / -s report
         f"{group}: official passes {len(passed)}/{len(official)}, ours passes "
@@ -39,6 +39,19 @@ def test_what_passes_with_the_official_plugins_passes_with_ours(group: str, tmp_
     )
     assert regressions == [], f"official tests that pass with the official plugins and fail with ours: {regressions}"
     assert stale == [], f"listed as deliberate but not (or no longer) a difference: {stale}"
+
+
+@pytest.mark.parametrize(
+    "test_id",
+    [
+        "test_elastic_task.py::test_end_to_end[spawn]",
+        "test_elastic_task.py::test_recoverable_error[True-fork]",
+        "test_elastic_task.py::test_default_timeouts",
+        "test_ray.py::test_ray_task",
+    ],
+)
+def test_every_official_test_belongs_to_exactly_one_group(test_id: str) -> None:
+    assert sum(group.selects(test_id) for group in suites.GROUPS.values()) == 1, test_id
 
 
 def test_the_rewrite_changes_only_plugin_imports() -> None:

@@ -31,6 +31,7 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -57,6 +58,8 @@ NODE_COUNT = 3
 ENGINES = ("trainer", "jobset", "kueue")
 TRAINING_OPERATOR_NAMESPACE = "kubeflow"
 MPI_OPERATOR_NAMESPACE = "mpi-operator"
+#: The mpi-operator v0.8's health port, a constant of its server (not a flag), bound on every interface.
+MPI_OPERATOR_HEALTH_PORT = 8080
 #: "full": every operator and engine (one MPIJob: the Training Operator's v1); "mpi-operator": the core and the
 #: mpi-operator only, whose MPIJob v2beta1 CRD has the same name as the v1 one.
 FULL_PROFILE, MPI_PROFILE = "full", "mpi-operator"
@@ -452,6 +455,9 @@ class ControlPlane:
 
         etcd_url = f"http://127.0.0.1:{ports['etcd']}"
         peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
+        # Every start is a new cluster (new CA, new ports): the data of an earlier start that died in this
+        # directory would make the bootstrap below fail on objects that already exist.
+        shutil.rmtree(self.dir / "etcd", ignore_errors=True)
         self._start(
             "etcd",
             [
@@ -646,6 +652,16 @@ class ControlPlane:
         """The mpi-operator serves MPIJob v2beta1, whose CRD has the name of the Training Operator's v1 MPIJob
         CRD: a control plane runs one of them. It always elects a leader, with a Lease in its lock namespace;
         its health port (8080 on every interface) is fixed in v0.8, so one such profile runs per machine."""
+        # Taken, the operator would exit with "address already in use" in its log: say so here instead.
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's listeners do
+            try:
+                probe.bind(("", MPI_OPERATOR_HEALTH_PORT))
+            except OSError as err:
+                raise RuntimeError(
+                    f"port {MPI_OPERATOR_HEALTH_PORT} is in use ({err.strerror}): the mpi-operator binds its health "
+                    "port there on every interface (fixed in v0.8); stop what holds it to run the mpi-operator tests"
+                ) from err
         api.call("POST", "/api/v1/namespaces", {"metadata": {"name": MPI_OPERATOR_NAMESPACE}})
         self._start(
             "mpi-operator",

@@ -1,4 +1,5 @@
-"""Elastic tasks run locally through torch's elastic launcher: real worker processes, gloo collectives."""
+"""Elastic tasks run locally through torch's elastic launcher: real worker processes. A one-node world's
+value, its recoverable failures and its collectives are in tests/kfoperators_world/test_world_runs.py."""
 
 from __future__ import annotations
 
@@ -13,20 +14,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.filterwarnings("ignore:Failed to initialize NumPy:UserWarning"),
 ]
-
-
-@task(task_config=Elastic(nproc_per_node=2, monitor_interval=1))
-def all_reduce_two_ranks(value: int) -> list[int]:
-    import torch
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    try:
-        tensor = torch.tensor([value + dist.get_rank()])
-        dist.all_reduce(tensor)
-        return [dist.get_rank(), dist.get_world_size(), int(tensor.item()), int(os.environ["OMP_NUM_THREADS"])]
-    finally:
-        dist.destroy_process_group()
 
 
 @task(task_config=Elastic(nproc_per_node=2, monitor_interval=1, rdzv_configs={"timeout": 60, "join_timeout": 60}))
@@ -58,28 +45,12 @@ def _chain(error: BaseException) -> list[BaseException]:
     return out
 
 
-def test_two_local_workers_all_reduce_and_rank_zero_answers() -> None:
-    import torch  # noqa: F401  (its first import sets KMP_INIT_AT_FORK: not ours to count)
-
-    before = dict(os.environ)
-    # ranks 0 and 1 contribute 10 and 11; OMP_NUM_THREADS=1 reaches the workers like torchrun's
-    assert all_reduce_two_ranks(value=10) == [0, 2, 21, 1]
-    assert dict(os.environ) == before
-
-
 def test_a_worker_failure_names_its_rank() -> None:
     with pytest.raises(Exception) as caught:
         rank_one_fails(recoverable=False)
     text = "\n".join(str(e) for e in _chain(caught.value))
     assert "rank 1" in text and "rank one broke" in text
     assert not any(isinstance(e, FlyteRecoverableException) for e in _chain(caught.value))
-
-
-def test_a_recoverable_worker_error_stays_retryable() -> None:
-    with pytest.raises(Exception) as caught:
-        rank_one_fails(recoverable=True)
-    assert any(isinstance(e, FlyteRecoverableException) for e in _chain(caught.value))
-    assert "rank 1" in str(caught.value)
 
 
 def test_fork_start_method_runs_the_bound_function() -> None:

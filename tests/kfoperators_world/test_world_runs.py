@@ -6,6 +6,7 @@ RANK 0 is the master, workers follow; TF_CONFIG = cluster spec without the evalu
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -98,8 +99,12 @@ def test_elastic_two_nodes_meet_at_a_local_rendezvous(capfd: pytest.CaptureFixtu
 
 
 def test_elastic_one_node_runs_its_workers_through_the_elastic_launcher(capfd: pytest.CaptureFixture[str]) -> None:
+    import torch  # noqa: F401  (its first import sets KMP_INIT_AT_FORK: not ours to count)
+
     before = {name: signal.getsignal(getattr(signal, name)) for name in ("SIGINT", "SIGTERM")}
+    environment = dict(os.environ)
     assert elastic_one_node(fail_rank=-1) == [0, 2]  # rank 0's value
+    assert dict(os.environ) == environment  # the workers' variables never reach the caller's process
     out = capfd.readouterr().out
     # each worker labels its lines; like torchrun, one OpenMP thread per worker when the user set none
     assert "[rank-0] worker 0 of 2 threads 1" in out and "[rank-1] worker 1 of 2 threads 1" in out

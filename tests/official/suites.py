@@ -12,7 +12,8 @@ Rewrite rules for our copy, on ``import``/``from`` lines only:
   ``flytekitplugins.raycluster``, except ``flytekitplugins.ray.models`` (the official IDL model helpers build
   expected values). Nothing else changes.
 
-Each layout runs in one pytest subprocess per group of files, with a JUnit XML report parsed per test id.
+Each layout runs in one pytest subprocess per group (its files, optionally narrowed by a ``-k`` expression), with a
+JUnit XML report parsed per test id.
 The official plugins' results depend only on the sdists and the locked environment, so they are cached
 next to the sdists under a key of both (``KUBEJOBS_OFFICIAL_RERUN=1`` runs them again).
 """
